@@ -1,0 +1,1 @@
+"""Model sources -> ONNX: each export is validated against its source before it is written."""

@@ -1,0 +1,274 @@
+"""Export RADAR (or any Hugging Face sequence classifier) to ONNX for Triton, validated against PyTorch.
+
+Loads the checkpoint exactly as a user with network access would (a hub id such as
+TrustSafeAI/RADAR-Vicuna-7B, or a local directory such as a stand-in from `export.standins`),
+exports fp32 logits with named dynamic axes, checks the graph's signature, compares ONNX Runtime
+with PyTorch on padded batches of mixed lengths and fails above --atol. Writes into --out:
+model.onnx, the fast tokenizer's tokenizer.json, and export.json with what serving needs
+(max_tokens, pad_token_id, ai_label_index) and the validation result. Weights go to
+model.onnx.data only when they near protobuf's 2 GiB limit (a RoBERTa-large fits in one file).
+
+    python -m export.radar --model TrustSafeAI/RADAR-Vicuna-7B --out artifacts/radar
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime
+import torch
+import transformers
+from tokenizers import Tokenizer
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from export.onnx_validate import (
+    Batch,
+    TensorSpec,
+    ValidationError,
+    abs_diffs,
+    check_signature,
+    opset,
+    require_close,
+    sha256,
+)
+
+# Opset 18 is the dynamo exporter's floor and runs on the onnxruntime of current Triton releases.
+DEFAULT_OPSET = 18
+DEFAULT_ATOL = 1e-4
+INPUT_NAMES = ("input_ids", "attention_mask")
+OUTPUT_NAME = "logits"
+# A single ONNX file is a protobuf, which cannot exceed 2 GiB; keep headroom for the graph itself.
+EXTERNAL_DATA_THRESHOLD = 2**31 - 2**27
+# fairseq-style models number positions from pad_token_id + 1, so two positions are never usable.
+OFFSET_POSITION_MODELS = {
+    "roberta", "roberta-prelayernorm", "xlm-roberta", "xlm-roberta-xl", "camembert", "data2vec-text"
+}
+UNSET_MAX_LENGTH = 1_000_000  # tokenizers without a stated limit report int(1e30)
+SAMPLE_TEXTS = [
+    "The committee will meet on Thursday to review the budget.",
+    "Large language models can produce fluent paragraphs on almost any topic, which makes it hard "
+    "for readers to tell whether a person or a machine wrote a given text.",
+    "Short one.",
+    "Detectors are trained adversarially: a paraphraser tries to evade the detector while the "
+    "detector learns from the paraphrases. Mixed scripts test the byte-level tokenizer: café, "
+    "naïve, 人工智能, 한국어, 🤖✨.",
+    "I walked to the market this morning and bought bread, cheese and a few apples.",
+    "OK",
+    "In conclusion, the results demonstrate that the proposed method achieves state-of-the-art "
+    "performance across all benchmarks while remaining computationally efficient.",
+]
+
+
+class ExportError(Exception):
+    """The source cannot be exported as asked; the message says why."""
+
+
+class LogitsOnly(torch.nn.Module):
+    """Returns the logits tensor alone: Triton's config names one output, and no model output object
+    or cache may reach the graph (the dynamo exporter fails on a returned KV cache)."""
+
+    def __init__(self, model: PreTrainedModel):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, return_dict=True).logits
+
+
+def step(message: str) -> None:
+    print(f"[export.radar] {message}", file=sys.stderr, flush=True)
+
+
+def load_model(source: str) -> PreTrainedModel:
+    model = AutoModelForSequenceClassification.from_pretrained(source, dtype=torch.float32)
+    model.config.use_cache = False  # a classifier needs no cache, and a cache breaks the export
+    return model.eval()
+
+
+def load_tokenizer(source: str) -> PreTrainedTokenizerBase:
+    """Serving tokenizes with the `tokenizers` library, so only a fast tokenizer has a tokenizer.json to ship."""
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    if not getattr(tokenizer, "is_fast", False):
+        raise ExportError(
+            f"{source} has a slow (Python) tokenizer {type(tokenizer).__name__}; the export needs a fast "
+            "tokenizer with a tokenizer.json that `tokenizers.Tokenizer` can load"
+        )
+    return tokenizer
+
+
+def usable_positions(config) -> int | None:
+    positions = getattr(config, "max_position_embeddings", None)
+    if positions is None:
+        return None
+    if config.model_type in OFFSET_POSITION_MODELS:
+        return positions - config.pad_token_id - 1
+    return positions
+
+
+def max_tokens(config, tokenizer) -> int:
+    """The longest input, special tokens included, that both the tokenizer and the positions allow."""
+    limits = [n for n in (usable_positions(config), tokenizer.model_max_length) if n and n < UNSET_MAX_LENGTH]
+    if not limits:
+        raise ExportError("neither the model config nor the tokenizer states a maximum input length")
+    return min(limits)
+
+
+def pad_token_id(tokenizer) -> int:
+    if tokenizer.pad_token_id is None:
+        raise ExportError("the tokenizer has no pad token, so chunks cannot be batched")
+    return int(tokenizer.pad_token_id)
+
+
+def sample_batches(tokenizer, limit: int) -> list[Batch]:
+    """Batch sizes 1 and 3, padded to different lengths, and one input of the full `limit` tokens."""
+    groups = [SAMPLE_TEXTS[:1], SAMPLE_TEXTS[1:4], SAMPLE_TEXTS[4:7], [" ".join(SAMPLE_TEXTS * 20)]]
+    batches = []
+    for texts in groups:
+        encoded = tokenizer(texts, padding=True, truncation=True, max_length=limit, return_tensors="np")
+        batches.append({name: encoded[name].astype(np.int64) for name in INPUT_NAMES})
+    return batches
+
+
+def needs_external_data(model: torch.nn.Module) -> bool:
+    size = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
+    return size >= EXTERNAL_DATA_THRESHOLD
+
+
+def export_onnx(model: PreTrainedModel, example: Batch, path: Path, opset_version: int, external_data: bool) -> None:
+    """torch's dynamo exporter with named Dims: it renames the graph's axes to batch_size/sequence_length."""
+    axes = {0: torch.export.Dim("batch_size"), 1: torch.export.Dim("sequence_length")}
+    args = tuple(torch.from_numpy(example[name]) for name in INPUT_NAMES)
+    with torch.no_grad(), warnings.catch_warnings():
+        # Both inputs share the two Dims on purpose; torch warns that it renames each axis once.
+        warnings.filterwarnings("ignore", message="# The axis name")
+        program = torch.onnx.export(
+            LogitsOnly(model).eval(),
+            args,
+            dynamo=True,
+            input_names=list(INPUT_NAMES),
+            output_names=[OUTPUT_NAME],
+            opset_version=opset_version,
+            dynamic_shapes={name: axes for name in INPUT_NAMES},
+        )
+    data = path.with_name(path.name + ".data")
+    data.unlink(missing_ok=True)  # a stale weights file from an earlier export must not linger
+    program.save(str(path), external_data=external_data)
+
+
+def expected_signature(num_labels: int) -> tuple[list[TensorSpec], list[TensorSpec]]:
+    axes = ("batch_size", "sequence_length")
+    inputs = [TensorSpec(name, np.dtype(np.int64), axes) for name in INPUT_NAMES]
+    return inputs, [TensorSpec(OUTPUT_NAME, np.dtype(np.float32), ("batch_size", num_labels))]
+
+
+def torch_logits(model: PreTrainedModel, batch: Batch) -> np.ndarray:
+    inputs = {name: torch.from_numpy(batch[name]) for name in INPUT_NAMES}
+    with torch.no_grad():
+        return model(**inputs, return_dict=True).logits.numpy()
+
+
+def validate(model: PreTrainedModel, path: Path, batches: list[Batch], atol: float) -> float:
+    """Max abs difference of the logits over all batches; raises ValidationError above atol."""
+    diffs = abs_diffs(path, lambda batch: {OUTPUT_NAME: torch_logits(model, batch)}, batches)
+    for batch, diff in zip(batches, diffs):
+        rows, length = batch["input_ids"].shape
+        padded = int((batch["attention_mask"] == 0).sum())
+        step(f"  batch {rows}x{length} ({padded} padding tokens): max abs diff {diff:.3g}")
+    return require_close(diffs, atol)
+
+
+def write_tokenizer(tokenizer: PreTrainedTokenizerBase, path: Path) -> None:
+    """The backend tokenizer without padding or truncation state, which validation calls leave on it."""
+    backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+    backend.no_padding()
+    backend.no_truncation()
+    backend.save(str(path))
+
+
+def export(
+    source: str,
+    out: Path,
+    atol: float = DEFAULT_ATOL,
+    opset_version: int = DEFAULT_OPSET,
+    ai_label_index: int = 0,
+) -> dict:
+    """Export, validate and describe; export.json is written last, only when validation passed."""
+    step(f"loading {source}")
+    try:
+        tokenizer = load_tokenizer(source)
+        model = load_model(source)
+    except OSError as exc:  # missing directory, unknown hub id, no network
+        raise ExportError(f"cannot load {source}: {exc}") from exc
+    num_labels = model.config.num_labels
+    if not 0 <= ai_label_index < num_labels:
+        raise ExportError(f"--ai-label-index {ai_label_index} is not a label of this {num_labels}-label model")
+    limit = max_tokens(model.config, tokenizer)
+    pad = pad_token_id(tokenizer)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "export.json").unlink(missing_ok=True)
+    batches = sample_batches(tokenizer, limit)
+    path = out / "model.onnx"
+    external = needs_external_data(model)
+    step(f"exporting to {path} (opset {opset_version}, external data: {external})")
+    export_onnx(model, batches[1], path, opset_version, external)
+    check_signature(path, *expected_signature(num_labels))
+    step(f"validating ONNX Runtime against PyTorch (atol {atol:g})")
+    max_abs_diff = validate(model, path, batches, atol)
+    write_tokenizer(tokenizer, out / "tokenizer.json")
+    meta = {
+        "source": source,
+        "model_type": model.config.model_type,
+        "num_labels": num_labels,
+        "id2label": {str(index): label for index, label in model.config.id2label.items()},
+        "ai_label_index": ai_label_index,
+        "max_tokens": limit,
+        "pad_token_id": pad,
+        "inputs": list(INPUT_NAMES),
+        "outputs": [OUTPUT_NAME],
+        "opset": opset(path),
+        "external_data": path.name + ".data" if external else None,
+        "atol": atol,
+        "max_abs_diff": max_abs_diff,
+        "onnx_sha256": sha256(path),
+        "exporter": "torch.onnx.export(dynamo=True)",
+        "versions": {
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "onnx": onnx.__version__,
+            "onnxruntime": onnxruntime.__version__,
+        },
+    }
+    (out / "export.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return meta
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", required=True, help="hub id or local checkpoint directory")
+    parser.add_argument("--out", type=Path, required=True, help="directory for model.onnx, tokenizer.json, export.json")
+    parser.add_argument("--atol", type=float, default=DEFAULT_ATOL, help="max abs logit difference allowed")
+    parser.add_argument("--opset", type=int, default=DEFAULT_OPSET)
+    parser.add_argument(
+        "--ai-label-index", type=int, default=0, help="label whose softmax probability means AI-generated"
+    )
+    args = parser.parse_args(argv)
+    try:
+        meta = export(args.model, args.out, args.atol, args.opset, args.ai_label_index)
+    except (ExportError, ValidationError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(
+        f"exported {args.model} to {args.out / 'model.onnx'}: max abs diff {meta['max_abs_diff']:.3g} "
+        f"<= atol {args.atol:g}, max_tokens {meta['max_tokens']}, opset {meta['opset']}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

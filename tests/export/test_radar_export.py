@@ -1,0 +1,148 @@
+"""RADAR's export on the tiny stand-in: the path the real checkpoint takes, at test speed."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+from tokenizers import Tokenizer
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+from export import radar
+from export.onnx_validate import TensorSpec, ValidationError, graph_signature, require_close, sha256
+from export.standins import make_standin
+
+MIXED_TEXTS = [
+    "A sentence of moderate length that a person might write in an email.",
+    "Tiny.",
+    "Chunks of up to three hundred characters are classified one by one and then aggregated into a "
+    "single score for the whole text, weighted by their lengths; this one is the longest in its batch.",
+    "Two words",
+    "Numbers 12345 and symbols #$%& tokenize into many byte-level pieces.",
+]
+
+
+@pytest.fixture(scope="session")
+def standin(tmp_path_factory):
+    path = tmp_path_factory.mktemp("radar-tiny")
+    make_standin("tiny", path, seed=0)
+    return path
+
+
+@pytest.fixture(scope="session")
+def exported(standin, tmp_path_factory):
+    out = tmp_path_factory.mktemp("radar-onnx")
+    meta = radar.export(str(standin), out)
+    return out, meta
+
+
+def encode(tokenizer, texts):
+    encoded = tokenizer(texts, padding=True, return_tensors="np")
+    return {name: encoded[name].astype(np.int64) for name in radar.INPUT_NAMES}
+
+
+def test_export_names_inputs_outputs_and_dynamic_axes(exported):
+    inputs, outputs = graph_signature(exported[0] / "model.onnx")
+    axes = ("batch_size", "sequence_length")
+    assert inputs == [
+        TensorSpec("input_ids", np.dtype(np.int64), axes),
+        TensorSpec("attention_mask", np.dtype(np.int64), axes),
+    ]
+    assert outputs == [TensorSpec("logits", np.dtype(np.float32), ("batch_size", 2))]
+
+
+def test_onnx_matches_pytorch_on_padded_batches_of_mixed_lengths(standin, exported):
+    model = AutoModelForSequenceClassification.from_pretrained(standin).eval()
+    tokenizer = AutoTokenizer.from_pretrained(standin)
+    session = ort.InferenceSession(str(exported[0] / "model.onnx"), providers=["CPUExecutionProvider"])
+    for texts in (MIXED_TEXTS, MIXED_TEXTS[:2], MIXED_TEXTS[3:4]):
+        batch = encode(tokenizer, texts)
+        assert len(texts) == 1 or (batch["attention_mask"] == 0).any()
+        (got,) = session.run(["logits"], batch)
+        with torch.no_grad():
+            want = model(**{k: torch.from_numpy(v) for k, v in batch.items()}).logits.numpy()
+        assert got.shape == (len(texts), 2)
+        assert np.abs(got - want).max() <= 1e-4
+    assert exported[1]["max_abs_diff"] <= 1e-4
+
+
+def test_padding_does_not_change_a_texts_logits(standin, exported):
+    tokenizer = AutoTokenizer.from_pretrained(standin)
+    session = ort.InferenceSession(str(exported[0] / "model.onnx"), providers=["CPUExecutionProvider"])
+    (alone,) = session.run(["logits"], encode(tokenizer, MIXED_TEXTS[1:2]))
+    (batched,) = session.run(["logits"], encode(tokenizer, MIXED_TEXTS))
+    np.testing.assert_allclose(batched[1], alone[0], atol=1e-5)
+
+
+def test_export_json_describes_what_serving_needs(standin, exported):
+    out, meta = exported
+    assert json.loads((out / "export.json").read_text()) == meta
+    assert meta["source"] == str(standin)
+    assert meta["num_labels"] == 2
+    assert meta["id2label"] == {"0": "AI-generated", "1": "human-written"}
+    assert meta["ai_label_index"] == 0
+    assert meta["max_tokens"] == 512
+    assert meta["pad_token_id"] == 1
+    assert meta["opset"] == radar.DEFAULT_OPSET
+    assert meta["atol"] == radar.DEFAULT_ATOL
+    assert meta["external_data"] is None and not (out / "model.onnx.data").exists()
+    assert meta["onnx_sha256"] == sha256(out / "model.onnx")
+
+
+def test_tokenizer_json_round_trips_through_tokenizers(standin, exported):
+    backend = Tokenizer.from_file(str(exported[0] / "tokenizer.json"))
+    tokenizer = AutoTokenizer.from_pretrained(standin)
+    for text in MIXED_TEXTS:
+        assert backend.encode(text).ids == tokenizer(text)["input_ids"]
+    assert backend.padding is None and backend.truncation is None
+
+
+def test_export_fails_with_clear_message_when_onnx_differs_above_atol(standin, tmp_path, monkeypatch, capsys):
+    torch_logits = radar.torch_logits
+    monkeypatch.setattr(radar, "torch_logits", lambda model, batch: torch_logits(model, batch) + 1e-3)
+    code = radar.main(["--model", str(standin), "--out", str(tmp_path), "--atol", "1e-4"])
+    assert code != 0
+    assert "above atol 0.0001" in capsys.readouterr().err
+    assert not (tmp_path / "export.json").exists()
+
+
+def test_weights_over_the_threshold_go_to_an_external_data_file(standin, tmp_path, monkeypatch):
+    monkeypatch.setattr(radar, "EXTERNAL_DATA_THRESHOLD", 0)
+    meta = radar.export(str(standin), tmp_path)
+    assert meta["external_data"] == "model.onnx.data"
+    assert (tmp_path / "model.onnx.data").stat().st_size > (tmp_path / "model.onnx").stat().st_size
+    assert meta["max_abs_diff"] <= radar.DEFAULT_ATOL
+
+
+def test_ai_label_index_must_name_a_label(standin, tmp_path):
+    with pytest.raises(radar.ExportError, match="not a label"):
+        radar.export(str(standin), tmp_path, ai_label_index=2)
+
+
+def test_slow_tokenizer_is_rejected_with_a_reason(monkeypatch):
+    monkeypatch.setattr(radar.AutoTokenizer, "from_pretrained", lambda source: SimpleNamespace(is_fast=False))
+    with pytest.raises(radar.ExportError, match="fast"):
+        radar.load_tokenizer("some/slow-model")
+
+
+@pytest.mark.parametrize(
+    ("model_type", "positions", "tokenizer_limit", "expected"),
+    [
+        ("roberta", 514, 512, 512),
+        ("roberta", 514, int(1e30), 512),
+        ("bert", 512, int(1e30), 512),
+        ("bert", 512, 128, 128),
+    ],
+)
+def test_max_tokens_counts_only_usable_positions(model_type, positions, tokenizer_limit, expected):
+    config = SimpleNamespace(model_type=model_type, max_position_embeddings=positions, pad_token_id=1)
+    assert radar.max_tokens(config, SimpleNamespace(model_max_length=tokenizer_limit)) == expected
+
+
+def test_nan_difference_fails_validation():
+    with pytest.raises(ValidationError):
+        require_close([0.0, float("nan")], 1e-4)
