@@ -1,0 +1,1 @@
+"""The kit's importable library: runtime, repository builder and the pipelines' pure functions."""

@@ -1,0 +1,1 @@
+"""Files that the repository builder installs as a model's `model.py`."""

@@ -1,0 +1,32 @@
+"""Triton Python-backend adapter for an ONNX model (installed as `model.py` by kit.repository)."""
+
+import json
+from pathlib import Path
+
+import triton_python_backend_utils as pb_utils
+
+from kit.onnx_runner import OnnxModel, run_batched
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
+        version_dir = Path(args["model_repository"]) / args["model_version"]
+        self.input_names = [i["name"] for i in config["input"]]
+        output_names = [o["name"] for o in config["output"]]
+        self.model = OnnxModel(version_dir / params["onnx_model"], int(params["intra_op_threads"]), output_names)
+
+    def execute(self, requests):
+        inputs = [
+            {name: pb_utils.get_input_tensor_by_name(request, name).as_numpy() for name in self.input_names}
+            for request in requests
+        ]
+        responses = []
+        for result in run_batched(self.model, inputs):
+            if isinstance(result, Exception):
+                error = pb_utils.TritonError(f"inference failed: {result}", pb_utils.TritonError.INTERNAL)
+                responses.append(pb_utils.InferenceResponse(error=error))
+            else:
+                responses.append(pb_utils.InferenceResponse([pb_utils.Tensor(k, v) for k, v in result.items()]))
+        return responses

@@ -1,0 +1,160 @@
+"""Build a runnable Triton model repository from the committed sources and a deployment profile.
+
+`model_repository/<model>/config.pbtxt` is the one source of truth for every model (its canonical,
+GPU-native form). A profile (`model_repository/profiles/<name>.json`) only changes placement and
+backend: instance counts and threads, and on CPU it swaps the `onnxruntime` backend for the kit's
+Python-backend ONNX Runtime runner, because the embedded server has no onnxruntime backend.
+Every config is parsed and written through Triton's own protobuf schema, so a built repository
+cannot hold a config that Triton would reject as malformed.
+
+    python -m kit.repository build --profile cpu --out build/repository/cpu
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2 as mc
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SOURCE = REPO_ROOT / "model_repository"
+ARTIFACTS = REPO_ROOT / "artifacts"
+ONNX_RUNNER = Path(__file__).resolve().parent / "backends" / "onnx_runner_model.py"
+
+
+class RepositoryError(Exception):
+    """The repository cannot be built: a source, profile or artifact is missing or invalid."""
+
+
+def parse_config(text: str) -> mc.ModelConfig:
+    return text_format.Parse(text, mc.ModelConfig())
+
+
+def render_config(config: mc.ModelConfig) -> str:
+    return text_format.MessageToString(config)
+
+
+def load_source_config(model: str, source: Path = SOURCE) -> mc.ModelConfig:
+    path = source / model / "config.pbtxt"
+    try:
+        config = parse_config(path.read_text())
+    except text_format.ParseError as exc:
+        raise RepositoryError(f"{path}: {exc}") from exc
+    if config.name != model:
+        raise RepositoryError(f"{path}: name {config.name!r} does not match its folder {model!r}")
+    return config
+
+
+def source_models(source: Path = SOURCE) -> list[str]:
+    return sorted(p.parent.name for p in source.glob("*/config.pbtxt"))
+
+
+def load_profile(name: str, source: Path = SOURCE) -> dict:
+    path = source / "profiles" / f"{name}.json"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in (source / "profiles").glob("*.json")))
+        raise RepositoryError(f"no profile {name!r} (known: {known})")
+    return json.loads(path.read_text())
+
+
+def set_parameter(config: mc.ModelConfig, key: str, value) -> None:
+    config.parameters[key].string_value = str(value)
+
+
+def apply_cpu_profile(config: mc.ModelConfig, settings: dict) -> mc.ModelConfig:
+    """CPU placement; ONNX models move to the Python-backend runner with their thread count."""
+    config = mc.ModelConfig.FromString(config.SerializeToString())
+    if config.backend == "onnxruntime":
+        config.backend = "python"
+        set_parameter(config, "onnx_model", "model.onnx")
+        set_parameter(config, "intra_op_threads", settings.get("threads", 1))
+    del config.instance_group[:]
+    config.instance_group.add(kind=mc.ModelInstanceGroup.KIND_CPU, count=int(settings.get("instances", 1)))
+    return config
+
+
+PROFILE_APPLIERS = {"cpu": apply_cpu_profile}
+
+
+def profile_configs(profile: str, source: Path = SOURCE) -> dict[str, mc.ModelConfig]:
+    """Every model's config for `profile`, derived from the committed sources."""
+    spec = load_profile(profile, source)
+    apply = PROFILE_APPLIERS.get(profile)
+    if apply is None:
+        raise RepositoryError(f"profile {profile!r} has no applier in kit.repository")
+    models = source_models(source)
+    unknown = set(spec["models"]) - set(models)
+    if unknown:
+        raise RepositoryError(f"profile {profile!r} names unknown models: {sorted(unknown)}")
+    return {m: apply(load_source_config(m, source), spec["models"].get(m, {})) for m in models}
+
+
+def link_artifacts(model: str, version_dir: Path, artifacts: Path, manifest: dict) -> None:
+    entry = manifest["models"].get(model, {})
+    for rel in entry.get("files", []) + entry.get("optional", []):
+        src = artifacts / rel
+        if not src.exists():
+            if rel in entry.get("files", []):
+                raise RepositoryError(f"{model} needs {src}; run `make export` first")
+            continue
+        dst = version_dir / Path(rel).name
+        dst.symlink_to(src.resolve())
+
+
+def derived_parameters(model: str, version_dir: Path) -> dict[str, str]:
+    """Parameters computed from the artifacts at build time (e.g. RADAR's length buckets)."""
+    if model == "radar":
+        from kit.text.radar import bucket_parameters
+
+        return bucket_parameters(version_dir)
+    return {}
+
+
+def build(profile: str, out: Path, artifacts: Path = ARTIFACTS, source: Path = SOURCE) -> dict[str, mc.ModelConfig]:
+    """Write a fresh repository for `profile` into `out` and return its configs."""
+    configs = profile_configs(profile, source)
+    manifest = json.loads((source / "artifacts.json").read_text())
+    if out.exists():
+        shutil.rmtree(out)
+    for model, config in configs.items():
+        version_dir = out / model / "1"
+        version_dir.mkdir(parents=True)
+        link_artifacts(model, version_dir, artifacts, manifest)
+        model_py = source / model / "1" / "model.py"
+        if model_py.is_file():
+            shutil.copy2(model_py, version_dir / "model.py")
+        elif "onnx_model" in config.parameters:
+            shutil.copy2(ONNX_RUNNER, version_dir / "model.py")
+        for key, value in derived_parameters(model, version_dir).items():
+            set_parameter(config, key, value)
+        (out / model / "config.pbtxt").write_text(render_config(config))
+    return configs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="build a runnable repository for a profile")
+    b.add_argument("--profile", default="cpu")
+    b.add_argument("--out", type=Path, required=True)
+    b.add_argument("--artifacts", type=Path, default=ARTIFACTS)
+    args = parser.parse_args(argv)
+    try:
+        configs = build(args.profile, args.out, args.artifacts)
+    except RepositoryError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for model, config in configs.items():
+        groups = ", ".join(f"{g.count}x {mc.ModelInstanceGroup.Kind.Name(g.kind)}" for g in config.instance_group)
+        print(f"  {model:<20} backend={config.backend:<12} max_batch={config.max_batch_size:<3} instances={groups}")
+    print(f"built {args.profile} repository in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
