@@ -1,0 +1,1 @@
+"""Text pipelines: chunking, aggregation and the RADAR pre/post-processing."""
