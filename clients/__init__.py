@@ -1,0 +1,1 @@
+"""Clients for the kit's models over Triton's HTTP and gRPC protocols (tritonclient)."""
