@@ -1,0 +1,63 @@
+"""Generated repository configs: parse with Triton's schema and keep the source's contract."""
+
+import json
+
+import pytest
+
+from kit.repository import (
+    SOURCE,
+    RepositoryError,
+    build,
+    load_source_config,
+    parse_config,
+    profile_configs,
+    source_models,
+)
+
+
+def test_every_source_config_parses_and_is_named_after_its_folder():
+    models = source_models()
+    assert {"radar", "radar_classifier"} <= set(models)
+    for model in models:
+        assert load_source_config(model).name == model
+
+
+@pytest.mark.parametrize("profile", ["cpu"])
+def test_profile_keeps_names_tensors_and_batching_of_the_source(profile):
+    for model, config in profile_configs(profile).items():
+        source = load_source_config(model)
+        assert config.input == source.input
+        assert config.output == source.output
+        assert config.max_batch_size == source.max_batch_size
+        assert config.dynamic_batching == source.dynamic_batching
+        assert len(config.instance_group) == 1
+
+
+def test_cpu_profile_runs_onnx_models_in_the_python_runner():
+    configs = profile_configs("cpu")
+    classifier = configs["radar_classifier"]
+    assert classifier.backend == "python"
+    assert classifier.parameters["onnx_model"].string_value == "model.onnx"
+    settings = json.loads((SOURCE / "profiles" / "cpu.json").read_text())["models"]["radar_classifier"]
+    assert classifier.instance_group[0].count == settings["instances"]
+    assert classifier.parameters["intra_op_threads"].string_value == str(settings["threads"])
+
+
+def test_built_repository_configs_round_trip_through_the_schema(tmp_path, radar_artifacts):
+    configs = build("cpu", tmp_path / "repo", radar_artifacts.parent)
+    for model, config in configs.items():
+        written = parse_config((tmp_path / "repo" / model / "config.pbtxt").read_text())
+        assert written == config
+        assert (tmp_path / "repo" / model / "1" / "model.py").is_file()
+    buckets = [int(b) for b in configs["radar"].parameters["buckets"].string_value.split(",")]
+    assert buckets == sorted(buckets) and buckets[-1] == json.loads((radar_artifacts / "export.json").read_text())["max_tokens"]
+
+
+def test_unknown_profile_is_a_clear_error():
+    with pytest.raises(RepositoryError, match="no profile 'tpu'"):
+        profile_configs("tpu")
+
+
+def test_missing_artifacts_name_the_export_step(tmp_path):
+    with pytest.raises(RepositoryError, match="make export"):
+        build("cpu", tmp_path / "repo", tmp_path / "no-artifacts")
