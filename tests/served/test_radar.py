@@ -95,9 +95,9 @@ def test_served_scores_equal_pytorch_within_export_tolerance(server, reference, 
         result = client.classify(text)
         chunks += [(text[s:e], score) for (s, e), score in zip(result.chunk_spans, result.chunk_scores)]
     client.close()
-    source = (REPO_ROOT / "artifacts" / "radar" / ".source").read_text().strip()
+    meta = json.loads((REPO_ROOT / "artifacts" / "radar" / "export.json").read_text())
     completed = subprocess.run(
-        [str(EXPORT_PYTHON), "-m", "export.score", "--model", source],
+        [str(EXPORT_PYTHON), "-m", "export.score", "--model", meta["source"], "--ai-label-index", str(meta["ai_label_index"])],
         input=json.dumps([c for c, _ in chunks]), capture_output=True, text=True, cwd=REPO_ROOT, check=True,
     )
     torch_scores = json.loads(completed.stdout)
