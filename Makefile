@@ -14,7 +14,8 @@ EXPORT_PY := $(VENV)/export/bin/python
 ARTIFACTS := artifacts
 # A hub id (e.g. TrustSafeAI/RADAR-Vicuna-7B) or a checkpoint directory. The default is the tiny
 # stand-in generated offline (see README: it has random weights and only exercises the pipeline).
-RADAR_MODEL ?= $(ARTIFACTS)/checkpoints/radar-tiny
+TINY_RADAR := $(ARTIFACTS)/checkpoints/radar-tiny
+RADAR_MODEL ?= $(TINY_RADAR)
 RADAR_ONNX := $(ARTIFACTS)/radar/export.json
 PIP_INSTALL = bin/pip install --quiet --disable-pip-version-check
 SERVE_ARGS ?=
@@ -46,11 +47,15 @@ standins: $(VENV)/export/.installed ## generate the tiny and RoBERTa-large-shape
 ifneq ($(shell cat $(ARTIFACTS)/radar/.source 2>/dev/null),$(RADAR_MODEL))
 .PHONY: $(RADAR_ONNX)
 endif
+ifeq ($(RADAR_MODEL),$(TINY_RADAR))
+$(RADAR_ONNX): $(TINY_RADAR)/config.json
+endif
 $(RADAR_ONNX): $(wildcard export/*.py) | $(VENV)/export/.installed
-	@if [ "$(RADAR_MODEL)" = "$(ARTIFACTS)/checkpoints/radar-tiny" ] && [ ! -f "$(RADAR_MODEL)/config.json" ]; then \
-		$(EXPORT_PY) -m export.standins --size tiny --out $(RADAR_MODEL); fi
 	$(EXPORT_PY) -m export.radar --model $(RADAR_MODEL) --out $(ARTIFACTS)/radar
 	echo "$(RADAR_MODEL)" > $(ARTIFACTS)/radar/.source
+
+$(TINY_RADAR)/config.json: export/standins.py | $(VENV)/export/.installed
+	$(EXPORT_PY) -m export.standins --size tiny --out $(TINY_RADAR)
 
 system-deps: ## Debian packages the embedded server needs (installed only when missing; needs root)
 	@missing=""; \
