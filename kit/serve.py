@@ -29,7 +29,8 @@ def parse_args(argv):
 
 
 def interrupt(*_):
-    """SIGTERM takes the same clean path as Ctrl-C."""
+    """SIGTERM takes the same clean path as Ctrl-C (SIGINT is set too: a shell that starts the kit
+    in the background makes the process ignore SIGINT)."""
     raise KeyboardInterrupt
 
 
@@ -43,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     options = ServerOptions(repository, args.host, args.http_port, args.grpc_port, args.metrics_port)
     server = TritonServer(options)
-    signal.signal(signal.SIGTERM, interrupt)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, interrupt)
     try:
         server.start()
         print(
