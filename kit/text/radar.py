@@ -17,7 +17,7 @@ from kit.text.aggregate import ai_probability, weighted_mean
 from kit.text.chunking import split_text, split_to_token_limit
 from kit.text.corpus import sample_texts
 
-DEFAULT_BUCKET_COUNT = 4
+DEFAULT_BUCKET_COUNT = 5
 
 
 class InputError(ValueError):
