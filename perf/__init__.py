@@ -1,0 +1,1 @@
+"""Benchmarks: scripts that print and save their numbers (no timed assertions in tests)."""
