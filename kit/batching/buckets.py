@@ -9,8 +9,10 @@ import numpy as np
 
 
 def bucket_for(length: int, buckets: Sequence[int]) -> int:
-    """The smallest bucket that holds `length`."""
+    """The smallest bucket that holds `length` (`buckets` sorted ascending)."""
     index = bisect.bisect_left(buckets, length)
+    if not buckets:
+        raise ValueError(f"no buckets to hold length {length}")
     if index == len(buckets):
         raise ValueError(f"length {length} exceeds the largest bucket {buckets[-1]}")
     return buckets[index]
@@ -23,47 +25,36 @@ def padding_waste(lengths: Sequence[int], buckets: Sequence[int]) -> float:
 
 
 def choose_buckets(lengths: Sequence[int], k: int, max_len: int, multiple: int = 8) -> list[int]:
-    """At most `k` bucket sizes, the last one `max_len`, that minimise total padding over `lengths`.
+    """At most `k` bucket sizes, sorted, the last one `max_len`, that minimise total padding.
 
-    Exact dynamic programming over the candidate sizes (each observed length rounded up to
-    `multiple`, since kernels like aligned shapes): cost[j][c] is the least padding for all lengths
-    up to candidate c with j buckets, c itself being a bucket.
+    Candidates are the observed lengths rounded up to `multiple` (kernels like aligned shapes): an
+    optimal bucket can always shrink to the largest rounded length it holds, so nothing is lost.
+    Exact dynamic programming: layers[j][c] is the least padding of all lengths up to candidate c
+    with j + 1 buckets, c being the largest; ties go to fewer buckets.
     """
-    if k < 1:
-        raise ValueError("need at least one bucket")
-    if any(n > max_len for n in lengths):
-        raise ValueError(f"a length exceeds max_len {max_len}")
+    if k < 1 or multiple < 1:
+        raise ValueError(f"need k >= 1 and multiple >= 1, got k={k}, multiple={multiple}")
+    if len(lengths) and not 1 <= min(lengths) <= max(lengths) <= max_len:
+        raise ValueError(f"lengths must lie in [1, {max_len}], got {min(lengths)}..{max(lengths)}")
     counts = np.bincount(np.asarray(lengths, dtype=np.int64), minlength=max_len + 1)
-    count_upto = np.cumsum(counts)
-    total_upto = np.cumsum(counts * np.arange(max_len + 1))
-    candidates = sorted({min(max_len, -(-n // multiple) * multiple) for n in set(lengths)} | {max_len})
-
-    def cost(lo: int, hi: int) -> int:
-        """Padding of the lengths in (candidates[lo], candidates[hi]] padded to candidates[hi]."""
-        size = candidates[hi]
-        n = count_upto[size] - (count_upto[candidates[lo]] if lo >= 0 else 0)
-        total = total_upto[size] - (total_upto[candidates[lo]] if lo >= 0 else 0)
-        return int(size * n - total)
-
-    m = len(candidates)
-    inf = float("inf")
-    best = [[inf] * m for _ in range(k + 1)]
-    choice = [[-1] * m for _ in range(k + 1)]
-    for c in range(m):
-        best[1][c] = cost(-1, c)
-    for j in range(2, k + 1):
-        for c in range(m):
-            for prev in range(c):
-                total = best[j - 1][prev] + cost(prev, c)
-                if total < best[j][c]:
-                    best[j][c], choice[j][c] = total, prev
-    last = m - 1
-    j = min(range(1, k + 1), key=lambda j: (best[j][last], j))
-    buckets = []
-    while last >= 0 and j >= 1:
-        buckets.append(candidates[last])
-        last, j = choice[j][last], j - 1
-    return sorted(buckets)
+    sizes = np.array(sorted({min(max_len, -(-n // multiple) * multiple) for n in set(lengths)} | {max_len}))
+    count_upto = np.cumsum(counts)[sizes]
+    total_upto = np.cumsum(counts * np.arange(max_len + 1))[sizes]
+    # padding[p, c]: lengths in (sizes[p], sizes[c]] padded to sizes[c]; only p < c is a real choice.
+    padding = sizes * (count_upto - count_upto[:, None]) - (total_upto - total_upto[:, None])
+    padding = np.where(np.triu(np.ones_like(padding, dtype=bool), 1), padding, np.inf)
+    layers, previous = [(sizes * count_upto - total_upto).astype(np.float64)], []
+    for _ in range(k - 1):
+        totals = layers[-1][:, None] + padding
+        previous.append(totals.argmin(axis=0))
+        layers.append(totals.min(axis=0))
+    last = len(sizes) - 1
+    used = min(range(k), key=lambda j: (layers[j][last], j))
+    buckets = [int(sizes[last])]
+    for layer in reversed(previous[:used]):
+        last = layer[last]
+        buckets.append(int(sizes[last]))
+    return buckets[::-1]
 
 
 def pad_batch(sequences: Sequence[Sequence[int]], length: int, pad_id: int) -> tuple[np.ndarray, np.ndarray]:

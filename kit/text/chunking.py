@@ -12,41 +12,60 @@ import unicodedata
 from collections.abc import Callable
 
 # A sentence ends at . ! ? (and their CJK forms) plus closing quotes/brackets and the whitespace
-# after them; CJK full stops need no space; a line break always ends a unit.
-SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*\s+|[。！？]+[”’）」』]*\s*|\n\s*")
+# after them; CJK full stops need no space; a line break always ends a unit. Every boundary is the
+# end of a whitespace run (or a CJK stop), so chunks start with non-whitespace where they can.
+SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*\s+|[。！？]+[”’）」』]*\s*|[\r\n]\s*")
 WORD_START = re.compile(r"\s+")
 ZERO_WIDTH_JOINER = "\u200d"
-# Characters that belong to the one before them: variation selectors and skin-tone modifiers.
-JOINED_TO_PREVIOUS = re.compile("[\u200d\ufe00-\ufe0f\U0001f3fb-\U0001f3ff\U000e0100-\U000e01ef]")
-
-
-def boundaries(pattern: re.Pattern, text: str) -> list[int]:
-    return [m.end() for m in pattern.finditer(text)]
-
-
-def safe_cut(text: str, start: int, cut: int) -> int:
-    """Move a hard cut back so it does not split CR LF, a combining mark or an emoji sequence."""
-    position = cut
-    while position > start + 1 and splits_cluster(text, position):
-        position -= 1
-    return cut if splits_cluster(text, position) else position
+# Characters that belong to the one before them, beyond the marks (category M): zero-width joiner,
+# variation selectors, skin-tone modifiers, emoji tag characters, Hangul medial/final jamo.
+JOINED_TO_PREVIOUS = re.compile(
+    "[\u200d\ufe00-\ufe0f\U0001f3fb-\U0001f3ff\U000e0020-\U000e007f\U000e0100-\U000e01ef\u1160-\u11ff\ud7b0-\ud7ff]"
+)
 
 
 def splits_cluster(text: str, position: int) -> bool:
+    """Whether cutting before text[position] separates characters that display as one."""
     if position <= 0 or position >= len(text):
         return False
     before, after = text[position - 1], text[position]
     return (
         (before == "\r" and after == "\n")
-        or before == ZERO_WIDTH_JOINER
-        or unicodedata.combining(after) > 0
+        or (before == ZERO_WIDTH_JOINER and not after.isspace())
+        or unicodedata.category(after).startswith("M")
         or JOINED_TO_PREVIOUS.match(after) is not None
     )
 
 
+def boundaries(pattern: re.Pattern, text: str) -> list[int]:
+    return [m.end() for m in pattern.finditer(text) if not splits_cluster(text, m.end())]
+
+
+def safe_cut(text: str, start: int, cut: int) -> int:
+    """Move a hard cut back (not to `start`) until it splits no cluster; keep it if that fails."""
+    for position in range(cut, start, -1):
+        if not splits_cluster(text, position):
+            return position
+    return cut
+
+
+def hard_cut(text: str, start: int, end: int, max_chars: int) -> list[tuple[int, int]]:
+    spans = []
+    while end - start > max_chars:
+        cut = safe_cut(text, start, start + max_chars)
+        spans.append((start, cut))
+        start = cut
+    spans.append((start, end))
+    return spans
+
+
 def pack(text: str, start: int, end: int, max_chars: int, levels: list[list[int]]) -> list[tuple[int, int]]:
-    """Greedy: each chunk ends at the last boundary of the coarsest level that fits; a unit longer
-    than max_chars is packed again at the next finer level, and cut hard below the finest."""
+    """Greedy: each chunk ends at the last boundary of the coarsest level that fits.
+
+    A unit longer than max_chars (a long sentence, a long word) is packed at the next finer level,
+    down to hard cuts; its last piece then starts the next chunk, so that it shares that chunk with
+    the units after it instead of becoming a short chunk of its own.
+    """
     if not levels:
         return hard_cut(text, start, end, max_chars)
     bounds, finer = levels[0], levels[1:]
@@ -60,40 +79,50 @@ def pack(text: str, start: int, end: int, max_chars: int, levels: list[list[int]
             continue
         following = bisect.bisect_right(bounds, position)
         unit_end = min(bounds[following], end) if following < len(bounds) else end
-        spans += pack(text, position, unit_end, max_chars, finer)
-        position = unit_end
-    if position < end:
-        spans.append((position, end))
-    return spans
-
-
-def hard_cut(text: str, start: int, end: int, max_chars: int) -> list[tuple[int, int]]:
-    spans = []
-    while end - start > max_chars:
-        cut = safe_cut(text, start, start + max_chars)
-        spans.append((start, cut))
-        start = cut
-    spans.append((start, end))
+        pieces = pack(text, position, unit_end, max_chars, finer)
+        spans += pieces[:-1]
+        position = pieces[-1][0]
+    spans.append((position, end))
     return spans
 
 
 def split_text(text: str, max_chars: int = 300) -> list[tuple[int, int]]:
     """Chunks of at most `max_chars` characters: whole sentences, else whole words, else hard cuts."""
     if max_chars < 1:
-        raise ValueError("max_chars must be at least 1")
+        raise ValueError(f"max_chars must be at least 1, got {max_chars}")
     if not text:
         return []
     levels = [boundaries(SENTENCE_END, text), boundaries(WORD_START, text)]
     return pack(text, 0, len(text), max_chars, levels)
 
 
+def halfway(text: str, start: int, end: int) -> int:
+    """A cut in the middle half of (start, end): the sentence end, else the word start, nearest the
+    middle; else the position nearest the middle that splits no cluster."""
+    middle = (start + end) // 2
+    low, high = start + (end - start) // 4, end - (end - start) // 4
+    for pattern in (SENTENCE_END, WORD_START):
+        cuts = [
+            m.end()
+            for m in pattern.finditer(text, start, end)
+            if low <= m.end() <= high and start < m.end() < end and not splits_cluster(text, m.end())
+        ]
+        if cuts:
+            return min(cuts, key=lambda cut: abs(cut - middle))
+    for offset in range(end - start):
+        for cut in (middle - offset, middle + offset):
+            if start < cut < end and not splits_cluster(text, cut):
+                return cut
+    return middle
+
+
 def split_to_token_limit(
     text: str, spans: list[tuple[int, int]], count_tokens: Callable[[str], int], max_tokens: int
 ) -> list[tuple[int, int]]:
-    """Split further every span whose token count exceeds `max_tokens` instead of truncating it.
+    """Split further every span whose token count exceeds `max_tokens`, instead of truncating it.
 
     300 characters of Chinese, Korean or emoji can exceed a 512-token limit under byte-level BPE.
-    A span is halved at the word boundary nearest its middle (else at its middle), recursively.
+    Such a span is cut roughly in half (see `halfway`) and each half checked again.
     """
     result = []
     pending = list(reversed(spans))
@@ -103,9 +132,9 @@ def split_to_token_limit(
             result.append((start, end))
             continue
         if end - start == 1:
-            raise ValueError(f"the character at {start} alone takes more than {max_tokens} tokens")
-        middle = (start + end) // 2
-        words = [m.end() for m in WORD_START.finditer(text, start, end) if start < m.end() < end]
-        cut = min(words, key=lambda b: abs(b - middle)) if words else safe_cut(text, start, middle)
+            raise ValueError(
+                f"the character {text[start]!r} at offset {start} alone takes more than {max_tokens} tokens"
+            )
+        cut = halfway(text, start, end)
         pending += [(cut, end), (start, cut)]
     return result
