@@ -50,7 +50,7 @@ endif
 ifeq ($(RADAR_MODEL),$(TINY_RADAR))
 $(RADAR_ONNX): $(TINY_RADAR)/config.json
 endif
-$(RADAR_ONNX): $(wildcard export/*.py) | $(VENV)/export/.installed
+$(RADAR_ONNX): export/radar.py export/onnx_validate.py | $(VENV)/export/.installed
 	$(EXPORT_PY) -m export.radar --model $(RADAR_MODEL) --out $(ARTIFACTS)/radar
 	echo "$(RADAR_MODEL)" > $(ARTIFACTS)/radar/.source
 
