@@ -1,0 +1,99 @@
+"""Padding waste of the OCR shape buckets, measured on generated pages and health-code screenshots.
+
+    python -m perf.ocr_buckets [--artifacts artifacts/ocr] [--images 48] [--out perf/results/ocr_buckets.json]
+
+Runs the exported detector in this process to get the real text crops, then compares the
+recogniser width buckets configured in model_repository/ocr/config.pbtxt with the best buckets
+for this sample, with RapidOCR's own batching (6 crops of one image padded to the widest) and with
+one width for everything; and the detector's shape buckets at a few padding limits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+
+from kit.batching.buckets import choose_buckets, padding_waste
+from kit.ocr.detect import DbParams, bucket_shape, detect, prepare
+from kit.ocr.image import decode_image
+from kit.ocr.pipeline import LocalEngines, int_list
+from kit.ocr.recognize import MIN_REC_WIDTH, crop_text, rec_width
+from kit.ocr.synthetic import document, health_code
+from kit.repository import load_source_config
+
+MAX_REC_WIDTH = 1280
+
+
+def sample_images(count: int, seed: int) -> list[np.ndarray]:
+    rng = random.Random(seed)
+    images = []
+    for i in range(count):
+        if i % 2:
+            data = health_code(seed + i, rng.choice(["green", "yellow", "red"]), width=rng.choice([540, 720, 1080])).data
+        else:
+            data = document(seed + i, width=rng.choice([640, 800, 960, 1200, 1600])).data
+        images.append(decode_image(data))
+    return images
+
+
+def measure(artifacts: Path, count: int, seed: int) -> dict:
+    engines = LocalEngines(artifacts)
+    params = {k: v.string_value for k, v in load_source_config("ocr").parameters.items()}
+    rec_buckets, det_buckets = int_list(params["rec_buckets"]), int_list(params["det_buckets"])
+    per_image, det_shapes = [], []
+    for image in sample_images(count, seed):
+        page = prepare(image)
+        det_shapes.append(page.map_size)
+        boxes = detect(page, asyncio.run(engines.detect(page.tensor)), DbParams())
+        per_image.append([max(MIN_REC_WIDTH, rec_width(crop_text(page.image, b))) for b in boxes])
+    widths = [w for image in per_image for w in image]
+    fitting = [w for w in widths if w <= MAX_REC_WIDTH]
+    best = choose_buckets(fitting, len(rec_buckets), MAX_REC_WIDTH, multiple=32)
+    rapid = sum(max(ws[i : i + 6]) * len(ws[i : i + 6]) for ws in map(sorted, per_image) for i in range(0, len(ws), 6))
+    det_area = sum(h * w for h, w in det_shapes)
+    det = {}
+    for limit in (0.0, 0.1, 0.25, 0.5):
+        shapes = [bucket_shape(h, w, det_buckets, limit) for h, w in det_shapes]
+        det[str(limit)] = {
+            "padding_waste": round(1 - det_area / sum(h * w for h, w in shapes), 4),
+            "distinct_shapes": len(set(shapes)),
+        }
+    return {
+        "images": count,
+        "crops": len(widths),
+        "width_percentiles": {p: int(np.percentile(widths, p)) for p in (5, 25, 50, 75, 95, 100)},
+        "rec_buckets": {
+            "configured": list(rec_buckets),
+            "configured_padding_waste": round(padding_waste(fitting, rec_buckets), 4),
+            "best_for_this_sample": best,
+            "best_padding_waste": round(padding_waste(fitting, best), 4),
+            "rapidocr_batches_of_6_padding_waste": round(1 - sum(widths) / rapid, 4),
+            "single_width_padding_waste": round(padding_waste(fitting, [MAX_REC_WIDTH]), 4),
+            "crops_wider_than_largest_bucket": len(widths) - len(fitting),
+        },
+        "det_buckets": {"configured": list(det_buckets), "distinct_exact_shapes": len(set(det_shapes)), "by_max_padding": det},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--artifacts", type=Path, default=Path("artifacts/ocr"))
+    parser.add_argument("--images", type=int, default=48)
+    parser.add_argument("--seed", type=int, default=500)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    report = measure(args.artifacts, args.images, args.seed)
+    print(json.dumps(report, indent=2))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

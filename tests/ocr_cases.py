@@ -1,0 +1,44 @@
+"""Generated OCR test images and the helpers that judge results (shared by unit and served tests)."""
+
+from __future__ import annotations
+
+from kit.ocr.synthetic import Document, document, health_code
+
+DOCUMENT_SEEDS = range(10)
+HEALTH_CODE_COLORS = ["green", "yellow", "red", "unknown"]
+
+
+def documents() -> list[Document]:
+    """Pages of several widths and line counts; two of them JPEG."""
+    return [document(seed, fmt="JPEG" if seed in (3, 7) else "PNG") for seed in DOCUMENT_SEEDS]
+
+
+def health_codes(per_color: int = 3) -> list:
+    """`per_color` screenshots of each colour, and pages without a code ('unknown'); every third a JPEG."""
+    shots = []
+    for color in HEALTH_CODE_COLORS:
+        for i in range(per_color):
+            seed = 100 + 10 * HEALTH_CODE_COLORS.index(color) + i
+            shots.append(health_code(seed, None if color == "unknown" else color, fmt="JPEG" if i == 2 else "PNG"))
+    return shots
+
+
+def squash(text: str) -> str:
+    """Text without whitespace: PP-OCR's spaces depend on how much padding a crop had (see README)."""
+    return "".join(text.split())
+
+
+def edit_distance(a: str, b: str) -> int:
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        previous = current
+    return previous[-1]
+
+
+def character_accuracy(predicted: list[list[str]], truth: list[list[str]]) -> float:
+    """1 - total edit distance / total characters, over pages read top to bottom, spaces ignored."""
+    errors = sum(edit_distance(squash("".join(p)), squash("".join(t))) for p, t in zip(predicted, truth))
+    return 1 - errors / sum(len(squash("".join(t))) for t in truth)
