@@ -1,1 +1,2 @@
-"""Shape buckets, so that Triton's dynamic batcher (equal shapes only) can merge variable inputs."""
+"""Batching inputs of variable shape: length buckets for Triton's equal-shape batcher (buckets), and
+merge policies, padding and cost measurement for batches of mixed shapes (merge, padding, measure_cost)."""
