@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import json
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,15 @@ from pathlib import Path
 import numpy as np
 from tritonclient.utils import InferenceServerException
 
-from clients.triton import DEFAULT_URLS, PROTOCOLS, Endpoint, ThreadLocalClients
+from clients.triton import (
+    DEFAULT_URLS,
+    PROTOCOLS,
+    Endpoint,
+    RetryPolicy,
+    ThreadLocalClients,
+    call_with_retry,
+    call_with_retry_async,
+)
 
 MODEL = "radar"
 OUTPUTS = ["SCORE", "CHUNK_SCORES", "CHUNK_SPANS"]
@@ -47,16 +56,35 @@ def text_tensor(text: str | bytes) -> dict[str, np.ndarray]:
     return {"TEXT": np.array([raw], dtype=np.object_)}
 
 
-class RadarClient:
-    """Thread-safe synchronous client; `classify_many` keeps `concurrency` requests in flight."""
+class RetryCounter:
+    """How many times a client retried after an overload error (shared by threads or tasks)."""
 
-    def __init__(self, url: str, protocol: str = "grpc", concurrency: int = 8):
+    def __init__(self):
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, exc: BaseException, delay: float) -> None:
+        with self._lock:
+            self.count += 1
+
+
+class RadarClient:
+    """Thread-safe synchronous client; `classify_many` keeps `concurrency` requests in flight.
+
+    Overload errors (gRPC UNAVAILABLE, HTTP 503, server restarting) are retried under `retry`;
+    bad input (INVALID_ARG) is raised at once.
+    """
+
+    def __init__(self, url: str, protocol: str = "grpc", concurrency: int = 8, retry: RetryPolicy = RetryPolicy()):
         self.endpoint = Endpoint(url, protocol)
         self.concurrency = concurrency
         self.clients = ThreadLocalClients(self.endpoint)
+        self.retry = retry
+        self.retries = RetryCounter()
 
     def classify(self, text: str | bytes) -> RadarResult:
-        response = self.clients.get().infer(MODEL, self.endpoint.inputs(text_tensor(text)), outputs=self.endpoint.outputs(OUTPUTS))
+        inputs, outputs = self.endpoint.inputs(text_tensor(text)), self.endpoint.outputs(OUTPUTS)
+        response = call_with_retry(lambda: self.clients.get().infer(MODEL, inputs, outputs=outputs), self.retry, self.retries)
         return RadarResult.from_response(response)
 
     def classify_many(self, texts: list[str | bytes]) -> list[RadarResult | InferenceServerException]:
@@ -74,15 +102,18 @@ class RadarClient:
 
 
 class AsyncRadarClient:
-    """asyncio client for services that already run an event loop."""
+    """asyncio client for services that already run an event loop; retries overload like RadarClient."""
 
-    def __init__(self, url: str, protocol: str = "grpc"):
+    def __init__(self, url: str, protocol: str = "grpc", retry: RetryPolicy = RetryPolicy()):
         self.endpoint = Endpoint(url, protocol)
         self.client = self.endpoint.client(asyncio=True)
+        self.retry = retry
+        self.retries = RetryCounter()
 
     async def classify(self, text: str | bytes) -> RadarResult:
         inputs = self.endpoint.inputs(text_tensor(text), asyncio=True)
-        response = await self.client.infer(MODEL, inputs, outputs=self.endpoint.outputs(OUTPUTS, asyncio=True))
+        outputs = self.endpoint.outputs(OUTPUTS, asyncio=True)
+        response = await call_with_retry_async(lambda: self.client.infer(MODEL, inputs, outputs=outputs), self.retry, self.retries)
         return RadarResult.from_response(response)
 
     async def classify_many(self, texts: list[str | bytes], concurrency: int = 8) -> list:

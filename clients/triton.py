@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio as aio
+import random
 import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
+from tritonclient.utils import InferenceServerException
+
+T = TypeVar("T")
 
 PROTOCOLS = ("grpc", "http")
 DEFAULT_URLS = {"grpc": "localhost:8001", "http": "localhost:8000"}
@@ -76,3 +83,70 @@ class ThreadLocalClients:
             for client in self._all:
                 client.close()
             self._all.clear()
+
+
+# Triton sheds load with gRPC UNAVAILABLE / HTTP 503 ("Exceeds maximum queue size", "Request timeout
+# expired") and sends no Retry-After; a restarting server refuses connections. None of these did any
+# work, and inference has no side effects, so they are safe to retry. INVALID_ARG / 400 never is.
+RETRYABLE_STATUSES = frozenset({"StatusCode.UNAVAILABLE", "503"})
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """True for overload and unreachable-server errors; false for bad input and server bugs.
+
+    gRPC also answers a call to an admin endpoint without its key with UNAVAILABLE: not retried.
+    """
+    if isinstance(exc, InferenceServerException):
+        return exc.status() in RETRYABLE_STATUSES and "is restricted" not in (exc.message() or "")
+    return isinstance(exc, ConnectionError)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded exponential backoff with full jitter: before retry n, sleep uniform(0, min(cap, base * 2**n)).
+
+    Full jitter spreads the retries of many rejected clients over the whole window, so that they do
+    not come back in step and overload the queue again. `attempts` counts the first try.
+    """
+
+    attempts: int = 8
+    base: float = 0.05
+    cap: float = 2.0
+
+    def delays(self) -> Iterator[float]:
+        for n in range(self.attempts - 1):
+            yield random.uniform(0.0, min(self.cap, self.base * 2**n))
+
+
+NO_RETRY = RetryPolicy(attempts=1)
+OnRetry = Callable[[BaseException, float], None]
+
+
+def call_with_retry(call: Callable[[], T], policy: RetryPolicy, on_retry: OnRetry | None = None) -> T:
+    delays = policy.delays()
+    while True:
+        try:
+            return call()
+        except Exception as exc:
+            delay = next(delays, None) if is_retryable(exc) else None
+            if delay is None:
+                raise
+            if on_retry is not None:
+                on_retry(exc, delay)
+            time.sleep(delay)
+
+
+async def call_with_retry_async(
+    call: Callable[[], Awaitable[T]], policy: RetryPolicy, on_retry: OnRetry | None = None
+) -> T:
+    delays = policy.delays()
+    while True:
+        try:
+            return await call()
+        except Exception as exc:
+            delay = next(delays, None) if is_retryable(exc) else None
+            if delay is None:
+                raise
+            if on_retry is not None:
+                on_retry(exc, delay)
+            await aio.sleep(delay)

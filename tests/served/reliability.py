@@ -1,0 +1,82 @@
+"""Helpers for the reliability tests: sizes that `make soak/peak/fuzz` scale up, servers of their own
+built from the committed sources (and patched by code), what counts as an overload refusal."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from tritonclient.grpc import model_config_pb2 as mc
+from tritonclient.utils import InferenceServerException
+
+from clients.triton import is_retryable
+from kit.repository import SOURCE, build, parse_config, render_config
+from kit.runtime import ServerOptions, TritonServer
+from tests.conftest import ARTIFACTS, REPO_ROOT
+
+RADAR_MODELS = ("radar", "radar_classifier")
+RESULTS = REPO_ROOT / "build" / "reliability"
+
+
+def is_overload(outcome) -> bool:
+    """A refusal by a queue policy (full queue or queue timeout), possibly relayed by an entry model."""
+    return (
+        isinstance(outcome, InferenceServerException)
+        and is_retryable(outcome)
+        and any(reason in outcome.message() for reason in ("maximum queue size", "timeout expired"))
+    )
+
+
+def scale(name: str, default: float) -> float:
+    """A test size; the long make targets raise it through the environment (e.g. KIT_SOAK_SECONDS)."""
+    return float(os.environ.get(f"KIT_{name}", default))
+
+
+def source_with(models: tuple[str, ...], root: Path) -> Path:
+    """The committed model sources reduced to `models` (linked, profiles filtered), so that a test
+    server loads only what it exercises."""
+    (root / "profiles").mkdir(parents=True)
+    for model in models:
+        (root / model).symlink_to(SOURCE / model)
+    shutil.copy(SOURCE / "artifacts.json", root)
+    for profile in (SOURCE / "profiles").glob("*.json"):
+        spec = json.loads(profile.read_text())
+        spec["models"] = {name: value for name, value in spec["models"].items() if name in models}
+        (root / "profiles" / profile.name).write_text(json.dumps(spec))
+    return root
+
+
+def patch_config(repository: Path, model: str, change: Callable[[mc.ModelConfig], None]) -> None:
+    """Edit a built config through Triton's schema (test variants are derived, never hand-copied)."""
+    path = repository / model / "config.pbtxt"
+    config = parse_config(path.read_text())
+    change(config)
+    path.write_text(render_config(config))
+
+
+@contextlib.contextmanager
+def own_server(
+    tmp_path: Path,
+    patches: dict[str, Callable[[mc.ModelConfig], None]] | None = None,
+    models: tuple[str, ...] = RADAR_MODELS,
+    **options,
+) -> Iterator[TritonServer]:
+    """A server of the test's own (free ports, CPU repository in tmp_path), for tests that overload
+    it, kill its processes or change its options, so that the shared session server stays clean."""
+    repository = tmp_path / "repository"
+    build("cpu", repository, ARTIFACTS, source=source_with(models, tmp_path / "source"))
+    for model, change in (patches or {}).items():
+        patch_config(repository, model, change)
+    with TritonServer(ServerOptions.on_free_ports(repository, **options), log_path=tmp_path / "server.log") as server:
+        yield server
+
+
+def save_result(name: str, result: dict) -> None:
+    """Figures for perf/RELIABILITY.md, one JSON per run under build/reliability/."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\n{name}: {json.dumps(result)}")

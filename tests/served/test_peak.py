@@ -1,0 +1,117 @@
+"""Peak: at least 1,000 requests in flight at once on the shared server, over each protocol. Every
+request ends in a right answer or a clear overload refusal; no connection fails; the server is
+ready afterwards. `make peak` raises the count (KIT_PEAK_REQUESTS) past the queue bound.
+
+A workload is a model, its inputs for request i, and a check of the response: adding a model to
+the mix is one more line in `workloads`."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import resource
+import threading
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import pytest
+import tritonclient.http.aio as httpaio
+
+from clients.radar import RadarResult, text_tensor
+from clients.triton import Endpoint
+from kit.text.corpus import sample_texts
+from tests.served.reliability import is_overload, save_result, scale
+
+REQUESTS = int(scale("PEAK_REQUESTS", 1000))
+
+
+@dataclass
+class Workload:
+    model: str
+    inputs: Callable[[int], dict[str, np.ndarray]]
+    check: Callable[[int, object], None]  # raises AssertionError on a wrong answer
+
+
+def radar_workload(reference) -> Workload:
+    texts = sample_texts(100, 100, 800, seed=43)
+    score = lru_cache(maxsize=None)(reference)
+
+    def check(i, response):
+        text, result = texts[i % len(texts)], RadarResult.from_response(response)
+        assert result.chunk_spans[-1][1] == len(text)
+        expected = [score(text[s:e]) for s, e in result.chunk_spans]
+        np.testing.assert_allclose(result.chunk_scores, expected, atol=1e-4, rtol=0)
+
+    return Workload("radar", lambda i: text_tensor(texts[i % len(texts)]), check)
+
+
+@pytest.fixture
+def workloads(reference) -> list[Workload]:
+    return [radar_workload(reference)]
+
+
+class PendingSampler(threading.Thread):
+    """The most requests Triton held at once per model (its pending-request gauge), sampled every 50 ms."""
+
+    def __init__(self, metrics_url: str):
+        super().__init__(daemon=True)
+        self.url, self.peak, self.done = metrics_url, Counter(), threading.Event()
+
+    def run(self):
+        while not self.done.wait(0.05):
+            body = urllib.request.urlopen(self.url, timeout=5).read().decode()
+            for model, value in re.findall(r'nv_inference_pending_request_count\{model="(\w+)",version="\d+"\} (\S+)', body):
+                self.peak[model] = max(self.peak[model], int(float(value)))
+
+
+async def fire(endpoint: Endpoint, workloads: list[Workload], count: int) -> list:
+    """`count` requests, cycling through the workloads, all sent at once (no client-side limit)."""
+    if endpoint.protocol == "grpc":
+        client = endpoint.client(asyncio=True)  # one HTTP/2 connection carries every request
+    else:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # HTTP/1.1: a socket per request in flight
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, count + 256)), hard))
+        client = httpaio.InferenceServerClient(endpoint.url, conn_limit=count)
+
+    async def one(i):
+        workload = workloads[i % len(workloads)]
+        try:
+            return i, workload, await client.infer(workload.model, endpoint.inputs(workload.inputs(i), asyncio=True))
+        except Exception as exc:  # judged by the test
+            return i, workload, exc
+
+    try:
+        return await asyncio.gather(*(one(i) for i in range(count)))
+    finally:
+        await client.close()
+
+
+def test_peak_of_concurrent_requests_ends_in_right_answers_or_clear_refusals(server, protocol, url, workloads):
+    sampler = PendingSampler(server.options.metrics_url)
+    sampler.start()
+    start = time.perf_counter()
+    results = asyncio.run(fire(Endpoint(url, protocol), workloads, REQUESTS))
+    seconds = time.perf_counter() - start
+    sampler.done.set()
+    sampler.join()
+    counts, other = Counter(), []
+    for i, workload, outcome in results:
+        if is_overload(outcome):
+            counts[f"{workload.model} refused"] += 1
+        elif isinstance(outcome, Exception):
+            other.append(outcome)
+        else:
+            workload.check(i, outcome)
+            counts[f"{workload.model} right"] += 1
+    assert not other, f"{len(other)} requests failed without a clear overload error, e.g. {other[0]!r}"
+    assert server.is_ready()
+    held = sum(sampler.peak.values())
+    save_result(f"peak_{protocol}", {
+        "requests": REQUESTS, "seconds": round(seconds, 2), "held_by_server_at_once": dict(sampler.peak), **counts,
+    })
+    assert held >= min(REQUESTS, 1000) * 0.5, f"the server held only {held} requests at once"
