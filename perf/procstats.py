@@ -1,0 +1,63 @@
+"""CPU time and resident memory of a server's whole process tree (server, workers, Python stubs)."""
+
+from __future__ import annotations
+
+import threading
+
+import psutil
+
+
+def tree(pid: int) -> list[psutil.Process]:
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def cpu_seconds(pid: int) -> float:
+    total = 0.0
+    for process in tree(pid):
+        try:
+            times = process.cpu_times()
+            total += times.user + times.system
+        except psutil.NoSuchProcess:
+            continue
+    return total
+
+
+def rss_bytes(pid: int) -> int:
+    total = 0
+    for process in tree(pid):
+        try:
+            total += process.memory_info().rss
+        except psutil.NoSuchProcess:
+            continue
+    return total
+
+
+class TreeMonitor:
+    """Samples a tree while a load runs: its CPU seconds over the run and its peak resident memory."""
+
+    def __init__(self, pid: int, interval: float = 0.5):
+        self.pid = pid
+        self.interval = interval
+        self.peak_rss = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self.peak_rss = max(self.peak_rss, rss_bytes(self.pid))
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> "TreeMonitor":
+        self._cpu_start = cpu_seconds(self.pid)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak_rss = max(self.peak_rss, rss_bytes(self.pid))
+        self.cpu_s = cpu_seconds(self.pid) - self._cpu_start
