@@ -21,6 +21,8 @@ from pathlib import Path
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
+from kit.gpu_profile import apply_gpu_profile
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SOURCE = REPO_ROOT / "model_repository"
 ARTIFACTS = REPO_ROOT / "artifacts"
@@ -67,7 +69,11 @@ def set_parameter(config: mc.ModelConfig, key: str, value) -> None:
 
 
 def apply_cpu_profile(config: mc.ModelConfig, settings: dict) -> mc.ModelConfig:
-    """CPU placement; ONNX models move to the Python-backend runner with their thread count."""
+    """CPU placement; ONNX models move to the Python-backend runner with their thread count.
+
+    A profile may also tune the batcher (`max_queue_delay_microseconds`, `preferred_batch_size`)
+    and set `parameters` (e.g. RADAR's `bucket_count`): the layout search writes these.
+    """
     config = mc.ModelConfig.FromString(config.SerializeToString())
     if config.backend == "onnxruntime":
         config.backend = "python"
@@ -75,15 +81,24 @@ def apply_cpu_profile(config: mc.ModelConfig, settings: dict) -> mc.ModelConfig:
         set_parameter(config, "intra_op_threads", settings.get("threads", 1))
     del config.instance_group[:]
     config.instance_group.add(kind=mc.ModelInstanceGroup.KIND_CPU, count=int(settings.get("instances", 1)))
+    if "max_queue_delay_microseconds" in settings:
+        config.dynamic_batching.max_queue_delay_microseconds = int(settings["max_queue_delay_microseconds"])
+    if "preferred_batch_size" in settings:
+        config.dynamic_batching.preferred_batch_size[:] = [int(b) for b in settings["preferred_batch_size"]]
+    for key, value in settings.get("parameters", {}).items():
+        set_parameter(config, key, value)
     return config
 
 
-PROFILE_APPLIERS = {"cpu": apply_cpu_profile}
+PROFILE_APPLIERS = {"cpu": apply_cpu_profile, "gpu": apply_gpu_profile}
 
 
-def profile_configs(profile: str, source: Path = SOURCE) -> dict[str, mc.ModelConfig]:
-    """Every model's config for `profile`, derived from the committed sources."""
-    spec = load_profile(profile, source)
+def profile_configs(profile: str, source: Path = SOURCE, spec: dict | None = None) -> dict[str, mc.ModelConfig]:
+    """Every model's config for `profile`, derived from the committed sources.
+
+    `spec` replaces the profile file's contents (the perf kit builds variants of a profile this way).
+    """
+    spec = load_profile(profile, source) if spec is None else spec
     apply = PROFILE_APPLIERS.get(profile)
     if apply is None:
         raise RepositoryError(f"profile {profile!r} has no applier in kit.repository")
@@ -106,18 +121,21 @@ def link_artifacts(model: str, version_dir: Path, artifacts: Path, manifest: dic
         dst.symlink_to(src.resolve())
 
 
-def derived_parameters(model: str, version_dir: Path) -> dict[str, str]:
+def derived_parameters(model: str, version_dir: Path, config: mc.ModelConfig) -> dict[str, str]:
     """Parameters computed from the artifacts at build time (e.g. RADAR's length buckets)."""
     if model == "radar":
-        from kit.text.radar import bucket_parameters
+        from kit.text.radar import DEFAULT_BUCKET_COUNT, bucket_parameters
 
-        return bucket_parameters(version_dir)
+        count = config.parameters["bucket_count"].string_value if "bucket_count" in config.parameters else DEFAULT_BUCKET_COUNT
+        return bucket_parameters(version_dir, count=int(count))
     return {}
 
 
-def build(profile: str, out: Path, artifacts: Path = ARTIFACTS, source: Path = SOURCE) -> dict[str, mc.ModelConfig]:
-    """Write a fresh repository for `profile` into `out` and return its configs."""
-    configs = profile_configs(profile, source)
+def build(
+    profile: str, out: Path, artifacts: Path = ARTIFACTS, source: Path = SOURCE, spec: dict | None = None
+) -> dict[str, mc.ModelConfig]:
+    """Write a fresh repository for `profile` (or its variant `spec`) into `out` and return its configs."""
+    configs = profile_configs(profile, source, spec)
     manifest = json.loads((source / "artifacts.json").read_text())
     if out.exists():
         shutil.rmtree(out)
@@ -130,7 +148,7 @@ def build(profile: str, out: Path, artifacts: Path = ARTIFACTS, source: Path = S
             shutil.copy2(model_py, version_dir / "model.py")
         elif "onnx_model" in config.parameters:
             shutil.copy2(ONNX_RUNNER, version_dir / "model.py")
-        for key, value in derived_parameters(model, version_dir).items():
+        for key, value in derived_parameters(model, version_dir, config).items():
             set_parameter(config, key, value)
         (out / model / "config.pbtxt").write_text(render_config(config))
     return configs
