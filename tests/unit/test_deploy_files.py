@@ -28,6 +28,7 @@ K8S = DEPLOY / "k8s"
 # tritonserver 2.51.0 (the embedded server, the tritonclient pinned beside it) is container 24.10.
 TRITON_RELEASE = "24.10"
 CONTAINER_PYTHON = (3, 10)  # the Python inside the 24.10 containers (Ubuntu 22.04)
+HEALTHCHECK_IN_IMAGE = "/opt/kit/kit/healthcheck.py"  # deploy/triton/Dockerfile copies kit/ to /opt/kit/kit
 DISTRIBUTIONS = {"cv2": "opencv-python-headless", "PIL": "pillow"}  # import name -> package, where they differ
 
 
@@ -77,10 +78,20 @@ def test_triton_service_reserves_gpus_mounts_the_repository_and_restarts(compose
     assert "./build/repository/gpu:/models:ro" in triton["volumes"]
     assert f"trt-cache:{TRT_CACHE_ROOT}" in triton["volumes"]
     assert "--model-repository=/models" in triton["command"]
-    assert "/v2/health/ready" in " ".join(triton["healthcheck"]["test"])
+    assert HEALTHCHECK_IN_IMAGE in triton["healthcheck"]["test"]
     assert triton["restart"] == "unless-stopped"
     label = compose["services"]["autoheal"]["environment"]["AUTOHEAL_CONTAINER_LABEL"]
     assert triton["labels"][label] == "true"
+
+
+def test_health_check_script_is_in_the_image_and_runs_on_its_python():
+    dockerfile = (DEPLOY / "triton" / "Dockerfile").read_text()
+    assert re.search(r"^COPY kit /opt/kit/kit$", dockerfile, re.M)
+    source = (REPO_ROOT / "kit" / "healthcheck.py").read_text()
+    ast.parse(source, feature_version=CONTAINER_PYTHON)
+    imported = {a.name.split(".")[0] for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom) and n.level == 0}
+    assert imported <= set(sys.stdlib_module_names), f"not standard library: {imported - set(sys.stdlib_module_names)}"
 
 
 def test_shared_memory_fits_the_python_instances_of_the_gpu_profile(compose):
@@ -175,7 +186,7 @@ def test_kubernetes_manifests_serve_from_object_storage_with_probes_and_autoscal
     assert container["envFrom"][0]["secretRef"]["name"]
     assert container["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
     assert container["startupProbe"]["httpGet"]["path"] == "/v2/health/ready"
-    assert container["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
+    assert HEALTHCHECK_IN_IMAGE in container["livenessProbe"]["exec"]["command"]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
     assert container["image"].endswith(f":{TRITON_RELEASE}") and kustomization["images"][0]["newTag"] == TRITON_RELEASE
     assert {m["mountPath"] for m in container["volumeMounts"]} == {"/dev/shm", TRT_CACHE_ROOT}
