@@ -2,8 +2,10 @@
 request ends in a right answer or a clear overload refusal; no connection fails; the server is
 ready afterwards. `make peak` raises the count (KIT_PEAK_REQUESTS) past the queue bound.
 
-A workload is a model, its inputs for request i, and a check of the response: adding a model to
-the mix is one more line in `workloads`."""
+A workload is a model, its inputs for request i, a check of the response and its share of the
+requests: adding a model to the mix is one more line in `workloads`. The mix is RADAR texts with
+one OCR image in every OCR_EVERY requests (an image costs ~100x a text's CPU here, so an even mix
+would turn the peak test into a minutes-long OCR benchmark)."""
 
 from __future__ import annotations
 
@@ -15,19 +17,22 @@ import time
 import urllib.request
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
 import pytest
 import tritonclient.http.aio as httpaio
 
+from clients.ocr import OcrClient
 from clients.radar import RadarResult, text_tensor
 from clients.triton import Endpoint
+from kit.ocr.synthetic import document
 from kit.text.corpus import sample_texts
 from tests.served.reliability import is_overload, save_result, scale
 
 REQUESTS = int(scale("PEAK_REQUESTS", 1000))
+OCR_EVERY = 40
 
 
 @dataclass
@@ -35,6 +40,7 @@ class Workload:
     model: str
     inputs: Callable[[int], dict[str, np.ndarray]]
     check: Callable[[int, object], None]  # raises AssertionError on a wrong answer
+    weight: int = 1  # requests of this workload in each cycle of the mix
 
 
 def radar_workload(reference) -> Workload:
@@ -50,9 +56,33 @@ def radar_workload(reference) -> Workload:
     return Workload("radar", lambda i: text_tensor(texts[i % len(texts)]), check)
 
 
+def ocr_workload(grpc_url: str) -> Workload:
+    """Small generated pages; the right answer is what the server reads with nothing else in flight
+    (tests/served/test_ocr.py holds that equal to RapidOCR's)."""
+    images = [document(seed, width=480, lines=3).data for seed in (21, 22, 23)]
+    client = OcrClient(grpc_url)
+    try:
+        expected = [[line.text for line in client.read(data)] for data in images]
+    finally:
+        client.close()
+    assert all(expected), "the reference pages should each have text"
+
+    def check(i, response):
+        texts = [t.decode("utf-8") for t in response.as_numpy("TEXTS").reshape(-1)]
+        assert texts == expected[i % len(images)]
+
+    return Workload("ocr", lambda i: {"IMAGE": np.array([images[i % len(images)]], dtype=np.object_)}, check)
+
+
 @pytest.fixture
-def workloads(reference) -> list[Workload]:
-    return [radar_workload(reference)]
+def workloads(reference, server) -> list[Workload]:
+    ocr = ocr_workload(server.options.grpc_url)
+    return [replace(radar_workload(reference), weight=OCR_EVERY - 1), ocr]
+
+
+def workload_for(i: int, workloads: list[Workload]) -> Workload:
+    cycle = [w for w in workloads for _ in range(w.weight)]
+    return cycle[i % len(cycle)]
 
 
 class PendingSampler(threading.Thread):
@@ -79,7 +109,7 @@ async def fire(endpoint: Endpoint, workloads: list[Workload], count: int) -> lis
         client = httpaio.InferenceServerClient(endpoint.url, conn_limit=count)
 
     async def one(i):
-        workload = workloads[i % len(workloads)]
+        workload = workload_for(i, workloads)
         try:
             return i, workload, await client.infer(workload.model, endpoint.inputs(workload.inputs(i), asyncio=True))
         except Exception as exc:  # judged by the test
@@ -109,6 +139,7 @@ def test_peak_of_concurrent_requests_ends_in_right_answers_or_clear_refusals(ser
             workload.check(i, outcome)
             counts[f"{workload.model} right"] += 1
     assert not other, f"{len(other)} requests failed without a clear overload error, e.g. {other[0]!r}"
+    assert all(counts[f"{w.model} right"] for w in workloads), f"every model of the mix answers: {dict(counts)}"
     assert server.is_ready()
     held = sum(sampler.peak.values())
     save_result(f"peak_{protocol}", {
