@@ -73,6 +73,12 @@ def apply_cpu_profile(config: mc.ModelConfig, settings: dict) -> mc.ModelConfig:
 
     A profile may also tune the batcher (`max_queue_delay_microseconds`, `preferred_batch_size`)
     and set `parameters` (e.g. RADAR's `bucket_count`): the layout search writes these.
+
+    `ragged_batch`: let the batcher hand one execution waiting requests of different shapes. Triton
+    otherwise closes a batch at the first shape change, so requests of several length buckets
+    interleaved in one queue form batches of little more than one request. Only for ONNX models on
+    the runner, which runs each equal-shape group of an execution as one batch (kit.onnx_runner);
+    the native onnxruntime backend would try to concatenate them.
     """
     config = mc.ModelConfig.FromString(config.SerializeToString())
     if config.backend == "onnxruntime":
@@ -81,6 +87,11 @@ def apply_cpu_profile(config: mc.ModelConfig, settings: dict) -> mc.ModelConfig:
         set_parameter(config, "intra_op_threads", settings.get("threads", 1))
     del config.instance_group[:]
     config.instance_group.add(kind=mc.ModelInstanceGroup.KIND_CPU, count=int(settings.get("instances", 1)))
+    if settings.get("ragged_batch"):
+        if "onnx_model" not in config.parameters:
+            raise RepositoryError(f"{config.name}: ragged_batch needs the ONNX runner (an onnxruntime model)")
+        for tensor in config.input:
+            tensor.allow_ragged_batch = True
     if "max_queue_delay_microseconds" in settings:
         config.dynamic_batching.max_queue_delay_microseconds = int(settings["max_queue_delay_microseconds"])
     if "preferred_batch_size" in settings:

@@ -219,4 +219,5 @@ def kit_label(profile: dict) -> str:
     delay = clf.get("max_queue_delay_microseconds", "src")
     buckets = entry.get("parameters", {}).get("bucket_count", "5")
     timeout = f" queue-timeout={entry['queue_timeout_s']}s" if "queue_timeout_s" in entry else ""
-    return f"{clf.get('instances', 1)}x{clf.get('threads', 1)} delay={delay}us buckets={buckets} entry={entry.get('instances', 1)}{timeout}"
+    ragged = " ragged" if clf.get("ragged_batch") else ""
+    return f"{clf.get('instances', 1)}x{clf.get('threads', 1)} delay={delay}us buckets={buckets} entry={entry.get('instances', 1)}{ragged}{timeout}"

@@ -1,7 +1,9 @@
 """Profile settings beyond placement, which the layout search (perf.tune) writes: batcher delay,
 preferred batch sizes, parameters such as RADAR's bucket count."""
 
-from kit.repository import derived_parameters, load_profile, profile_configs
+import pytest
+
+from kit.repository import RepositoryError, derived_parameters, load_profile, profile_configs
 
 
 def spec_with(**classifier) -> dict:
@@ -24,3 +26,16 @@ def test_bucket_count_parameter_chooses_that_many_buckets(radar_artifacts):
     assert config.parameters["bucket_count"].string_value == "3"
     buckets = derived_parameters("radar", radar_artifacts, config)["buckets"].split(",")
     assert len(buckets) <= 3 and int(buckets[-1]) == 512
+
+
+def test_ragged_batch_lets_every_classifier_input_take_mixed_lengths():
+    configs = profile_configs("cpu", spec=spec_with(ragged_batch=True))
+    assert all(tensor.allow_ragged_batch for tensor in configs["radar_classifier"].input)
+    assert not any(tensor.allow_ragged_batch for tensor in profile_configs("cpu", spec=spec_with())["radar_classifier"].input)
+
+
+def test_ragged_batch_is_refused_for_a_model_that_does_not_run_on_the_onnx_runner():
+    spec = spec_with()
+    spec["models"]["radar"]["ragged_batch"] = True
+    with pytest.raises(RepositoryError, match="radar: ragged_batch needs the ONNX runner"):
+        profile_configs("cpu", spec=spec)
