@@ -18,14 +18,13 @@ import json
 import sys
 import urllib.error
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from tritonclient.utils import InferenceServerException
 
-from clients.triton import DEFAULT_URLS, PROTOCOLS, Endpoint, ThreadLocalClients
+from clients.triton import DEFAULT_URLS, PROTOCOLS, Endpoint, ThreadLocalClients, map_concurrently
 
 OUTPUTS = ["TEXTS", "SCORES", "BOXES"]
 
@@ -76,14 +75,7 @@ class ImageModelClient:
 
     def map(self, fn, images: list[bytes]) -> list:
         """`fn(image)` for every image, `concurrency` in flight; a failed request yields its exception."""
-        def one(data):
-            try:
-                return fn(data)
-            except InferenceServerException as exc:
-                return exc
-
-        with ThreadPoolExecutor(self.concurrency) as pool:
-            return list(pool.map(one, images))
+        return map_concurrently(fn, images, self.concurrency)
 
     def close(self) -> None:
         self.clients.close()

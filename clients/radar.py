@@ -14,7 +14,6 @@ import asyncio
 import json
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from clients.triton import (
     ThreadLocalClients,
     call_with_retry,
     call_with_retry_async,
+    map_concurrently,
 )
 
 MODEL = "radar"
@@ -88,14 +88,7 @@ class RadarClient:
         return RadarResult.from_response(response)
 
     def classify_many(self, texts: list[str | bytes]) -> list[RadarResult | InferenceServerException]:
-        def one(text):
-            try:
-                return self.classify(text)
-            except InferenceServerException as exc:
-                return exc
-
-        with ThreadPoolExecutor(self.concurrency) as pool:
-            return list(pool.map(one, texts))
+        return map_concurrently(self.classify, texts, self.concurrency)
 
     def close(self) -> None:
         self.clients.close()

@@ -6,7 +6,8 @@ import asyncio as aio
 import random
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -150,3 +151,16 @@ async def call_with_retry_async(
             if on_retry is not None:
                 on_retry(exc, delay)
             await aio.sleep(delay)
+
+
+def map_concurrently(fn: Callable[[Any], T], items: Iterable, concurrency: int) -> list[T | InferenceServerException]:
+    """`fn(item)` for every item, `concurrency` at a time, in order; a request the server refused
+    yields its exception in place of a result, so one bad file does not hide the others' answers."""
+    def one(item):
+        try:
+            return fn(item)
+        except InferenceServerException as exc:
+            return exc
+
+    with ThreadPoolExecutor(concurrency) as pool:
+        return list(pool.map(one, items))

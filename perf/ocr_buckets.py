@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from kit.ocr.pipeline import LocalEngines, int_list
 from kit.ocr.recognize import MIN_REC_WIDTH, crop_text, rec_width
 from kit.ocr.synthetic import document, health_code
 from kit.repository import load_source_config
+from perf.output import emit
 
 MAX_REC_WIDTH = 1280
 
@@ -88,10 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     report = measure(args.artifacts, args.images, args.seed)
-    print(json.dumps(report, indent=2))
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
+    emit(report, args.out)
     return 0
 
 

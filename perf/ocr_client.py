@@ -21,6 +21,7 @@ import numpy as np
 from clients.health_code import HealthCodeClient
 from clients.ocr import OcrClient
 from kit.ocr.synthetic import document, health_code
+from perf.output import emit
 
 
 def sample_images(count: int, seed: int) -> list[bytes]:
@@ -86,10 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {"model": args.model, "images": len(images), "served": rows, "rapidocr_in_process": rapidocr_rate(images)}
     best = max(r["images_per_s"] for r in rows)
     report["best_served_over_rapidocr"] = round(best / report["rapidocr_in_process"]["images_per_s"], 3)
-    print(json.dumps(report, indent=2))
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
+    emit(report, args.out)
     return 0
 
 

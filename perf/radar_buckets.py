@@ -18,6 +18,7 @@ from tokenizers import Tokenizer
 from kit.batching.buckets import padding_waste
 from kit.text.corpus import sample_texts
 from kit.text.radar import DEFAULT_BUCKET_COUNT, bucket_parameters, chunk_text
+from perf.output import emit
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,10 +51,7 @@ def main(argv: list[str] | None = None) -> int:
             "pad_to_longest_chunk_of_each_request": round(1 - sum(lengths) / per_request_max, 4),
         },
     }
-    print(json.dumps(report, indent=2))
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
+    emit(report, args.out)
     return 0
 
 

@@ -1,18 +1,15 @@
 """Triton Python-backend adapter for an ONNX model (installed as `model.py` by kit.repository)."""
 
-import json
-from pathlib import Path
 
 import triton_python_backend_utils as pb_utils
 
+from kit.backends.adapter import model_settings
 from kit.onnx_runner import OnnxModel, run_batched
 
 
 class TritonPythonModel:
     def initialize(self, args):
-        config = json.loads(args["model_config"])
-        params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
-        version_dir = Path(args["model_repository"]) / args["model_version"]
+        config, params, version_dir = model_settings(args)
         self.input_names = [i["name"] for i in config["input"]]
         output_names = [o["name"] for o in config["output"]]
         self.model = OnnxModel(version_dir / params["onnx_model"], int(params["intra_op_threads"]), output_names)

@@ -6,6 +6,7 @@ import json
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
+from kit.backends.adapter import model_settings
 from kit.ocr.bls import ModelCallError, infer
 from kit.ocr.health_code import find_qr, read_health_code
 from kit.ocr.image import ImageError, decode_image
@@ -17,8 +18,7 @@ def error_response(message, code):
 
 class TritonPythonModel:
     def initialize(self, args):
-        config = json.loads(args["model_config"])
-        params = {k: v["string_value"] for k, v in config["parameters"].items()}
+        _, params, _ = model_settings(args)
         self.ocr_model = params["ocr_model"]
         self.max_pixels = int(params["max_pixels"])
         self.max_bytes = int(params["max_image_bytes"])

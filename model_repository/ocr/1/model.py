@@ -1,11 +1,10 @@
 """Triton adapter for OCR: decode one image, run kit.ocr's pipeline with the networks as BLS calls."""
 
-import json
-from pathlib import Path
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
+from kit.backends.adapter import model_settings
 from kit.ocr.bls import BlsEngines, ModelCallError
 from kit.ocr.image import ImageError, decode_image
 from kit.ocr.pipeline import OcrPipeline, OcrSettings
@@ -17,9 +16,7 @@ def error_response(message, code):
 
 class TritonPythonModel:
     def initialize(self, args):
-        config = json.loads(args["model_config"])
-        params = {k: v["string_value"] for k, v in config["parameters"].items()}
-        version_dir = Path(args["model_repository"]) / args["model_version"]
+        _, params, version_dir = model_settings(args)
         self.max_pixels = int(params["max_pixels"])
         self.max_bytes = int(params["max_image_bytes"])
         self.engines = BlsEngines(pb_utils, params["det_model"], params["cls_model"], params["rec_model"])

@@ -2,12 +2,11 @@
 BLS requests in flight together, so the dynamic batcher merges them with other texts' chunks."""
 
 import asyncio
-import json
-from pathlib import Path
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
+from kit.backends.adapter import model_settings
 from kit.text.radar import InputError, RadarPipeline, decode_text
 
 
@@ -17,9 +16,7 @@ def error_response(message, code):
 
 class TritonPythonModel:
     def initialize(self, args):
-        config = json.loads(args["model_config"])
-        params = {k: v["string_value"] for k, v in config["parameters"].items()}
-        version_dir = Path(args["model_repository"]) / args["model_version"]
+        _, params, version_dir = model_settings(args)
         self.classifier = params["classifier"]
         self.max_text_bytes = int(params["max_text_bytes"])
         self.pipeline = RadarPipeline.from_files(

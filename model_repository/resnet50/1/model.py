@@ -3,12 +3,11 @@ shapes together (allow_ragged_batch); the merge policy groups them, each group i
 the backbone as one BLS request, all groups in flight at once, and each request gets its own rows."""
 
 import asyncio
-import json
-from pathlib import Path
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
+from kit.backends.adapter import model_settings
 from kit.batching.merge import CostModel, Request, group_shape, make_planner, numel
 from kit.batching.padding import pad_group, split_rows
 from kit.images import ImageError, check_images
@@ -44,9 +43,7 @@ class PaddingMetrics:
 
 class TritonPythonModel:
     def initialize(self, args):
-        config = json.loads(args["model_config"])
-        params = {k: v["string_value"] for k, v in config["parameters"].items()}
-        version_dir = Path(args["model_repository"]) / args["model_version"]
+        config, params, version_dir = model_settings(args)
         self.backbone = params["backbone"]
         self.max_pixels = int(params["max_image_pixels"])
         policy = params["merge_policy"]
