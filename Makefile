@@ -75,7 +75,7 @@ $(RESNET_ONNX): export/resnet.py export/onnx_validate.py | $(VENV)/export/.insta
 	$(EXPORT_PY) -m export.resnet $(if $(RESNET_MODEL),--model $(RESNET_MODEL)) --out $(ARTIFACTS)/resnet50
 	echo "$(RESNET_MODEL)" > $(ARTIFACTS)/resnet50/.source
 
-$(RESNET_COST): $(RESNET_ONNX) kit/batching/measure_cost.py | $(VENV)/serve/.installed
+$(RESNET_COST): $(RESNET_ONNX) kit/batching/measure_cost.py model_repository/profiles/cpu.json | $(VENV)/serve/.installed
 	$(SERVE_PY) -m kit.batching.measure_cost --model $(ARTIFACTS)/resnet50/model.onnx --out $@
 
 .PHONY: perf-resnet
