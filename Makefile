@@ -175,3 +175,13 @@ peak: $(VENV)/serve/.installed export ## 4,000 requests at once per protocol, pa
 
 fuzz: $(VENV)/serve/.installed export ## 5,000 malformed requests per protocol against a server of its own
 	KIT_FUZZ_CASES=5000 $(SERVE_PY) -m pytest tests/served/test_fuzz.py -q -s $(PYTEST_ARGS)
+
+# OCR in the performance kit (perf/specs/ocr*.json): the kit's `ocr` against FastAPI + uvicorn on the
+# same pipeline and PP-OCRv4 models, and the in-process limit; `make perf` is the RADAR sweep.
+.PHONY: perf-ocr perf-ocr-quick
+
+perf-ocr: $(VENV)/serve/.installed $(OCR_ONNX) ## OCR sweep: kit vs FastAPI + uvicorn (1/2/4 workers) and the in-process limit, 1-32 clients -> perf/RESULTS.md (6-10 min)
+	$(SERVE_PY) -m perf.sweep --spec ocr --out perf/results/ocr --report perf/RESULTS.md
+
+perf-ocr-quick: $(VENV)/serve/.installed $(OCR_ONNX) ## OCR: the kit and uvicorn once at 8 clients (under 5 min) -> build/perf/results-ocr-quick/REPORT.md
+	$(SERVE_PY) -m perf.sweep --spec ocr-quick --out build/perf/results-ocr-quick

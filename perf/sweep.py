@@ -1,7 +1,10 @@
-"""Sweep the kit and the hand-rolled baselines on the same RADAR model, then write the report.
+"""Sweep the kit and the hand-rolled baselines on the same model, then write the report.
 
     python -m perf.sweep --spec quick --out build/perf/results-quick                 # make perf-quick
     python -m perf.sweep --spec full --out perf/results --report perf/RESULTS.md     # make perf
+    python -m perf.sweep --spec ocr --out perf/results/ocr --report perf/RESULTS.md  # make perf-ocr
+
+A spec's `workload` (default "radar"; "ocr") picks the inputs, the kit's models and the baselines.
 
 For each target family in the spec: every setting is started and probed at one load (throughput,
 p99, peak RSS, CPU of server and client); the best setting (highest throughput) is then measured
@@ -23,7 +26,7 @@ from pathlib import Path
 
 from kit.repository import REPO_ROOT
 from perf import limit, perf_analyzer
-from perf.inputs import radar_inputs
+from perf.inputs import ocr_inputs, radar_inputs
 from perf.procstats import TreeMonitor, cpu_seconds
 from perf.spec import load_spec, probe_load, sweep_loads
 from perf.targets import make_target
@@ -58,8 +61,8 @@ def measure(target, inputs, load, out_dir: Path, name: str) -> dict:
         print(f"  {target.family} {load.label}: perf_analyzer {m.error}; running the point again", flush=True)
     row = {"family": target.family, "setting": target.label, "workers": target.workers, "input": inputs.name,
            "load": load.label, **m.row(), "server_cpu_s": round(monitor.cpu_s, 2),
-           "peak_rss_mb": round(monitor.peak_rss / 2**20), "chunks_per_text": inputs.chunks_per_text}
-    row["chunks_per_s"] = m.throughput * inputs.chunks_per_text
+           "peak_rss_mb": round(monitor.peak_rss / 2**20), f"{inputs.unit}_per_request": inputs.per_request,
+           f"{inputs.unit}_per_s": m.throughput * inputs.per_request}
     if after:
         row["triton"] = {model: {k: after[model][k] - before.get(model, {}).get(k, 0) for k in after[model]} for model in after}
     status = m.error or f"{m.throughput:.2f} req/s p99 {m.p99_ms:.0f} ms"
@@ -87,7 +90,7 @@ def run_family(family: str, settings: list[dict], spec: dict, inputs: dict, mode
     probe_inputs = inputs[spec["probe"]["input"]]
     try:
         for index, setting in enumerate(settings):
-            target = make_target(family, setting, model_dir, work)
+            target = make_target(family, setting, model_dir, work, spec.get("workload", "radar"))
             try:
                 target.start()
                 warm_up(target, probe_inputs, spec["probe"].get("warmup", 8), work / "pa", f"{family}-warmup{index}")
@@ -110,6 +113,31 @@ def run_family(family: str, settings: list[dict], spec: dict, inputs: dict, mode
         if running is not None:
             running.stop()
     return probes, rows
+
+
+def radar_setup(spec: dict, model_dir: Path, inputs_dir: Path) -> tuple[dict, dict]:
+    """The input sets and the limit, in chunks/s; each set learns its chunks per text."""
+    inputs = {s["name"]: radar_inputs(inputs_dir, s["name"], s["count"], s["min_chars"], s["max_chars"], s["seed"]) for s in spec["inputs"]}
+    print(f"limit: offline ONNX Runtime on {model_dir.name}", flush=True)
+    lim_spec = spec["limit"]
+    lim = limit.measure(model_dir, inputs[lim_spec["input"]].items, lim_spec["chunks"], lim_spec["batch_sizes"])
+    for input_set in inputs.values():
+        input_set.per_request = limit.chunks_per_text(model_dir, input_set.items)
+    print(f"  best: {lim['best']['layout']} batch {lim['best']['batch']}: {lim['best']['chunks_per_s']:.2f} chunks/s", flush=True)
+    return inputs, lim
+
+
+def ocr_setup(spec: dict, model_dir: Path, inputs_dir: Path) -> tuple[dict, dict]:
+    """The image sets and the limit, in images/s: the kit's pipeline in-process on the limit set's images."""
+    inputs = {s["name"]: ocr_inputs(inputs_dir, s["name"], s["count"], s["seed"]) for s in spec["inputs"]}
+    print(f"limit: the OCR pipeline in-process on {model_dir.name}", flush=True)
+    lim_spec = spec["limit"]
+    lim = limit.measure_ocr(model_dir, inputs[lim_spec["input"]].items[: lim_spec.get("images")], lim_spec.get("warmup", 2))
+    print(f"  best: {lim['best']['layout']}: {lim['best']['images_per_s']:.2f} images/s", flush=True)
+    return inputs, lim
+
+
+WORKLOADS = {"radar": (radar_setup, ("model.onnx",)), "ocr": (ocr_setup, ("det/model.onnx", "cls/model.onnx", "rec/model.onnx"))}
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
@@ -137,21 +165,14 @@ def main(argv: list[str] | None = None) -> int:
         for sweep in [spec["sweep"], *spec["extra"].values()]:
             sweep["concurrency"] = [c for c in sweep.get("concurrency", []) if c <= args.max_concurrency]
     model_dir = (REPO_ROOT / spec["model"]).resolve()
-    if not (model_dir / "model.onnx").is_file():
+    setup, needs = WORKLOADS[spec.get("workload", "radar")]
+    if not all((model_dir / f).is_file() for f in needs):
         print(f"error: no exported model in {model_dir} (see the spec's `model`)", file=sys.stderr)
         return 2
     work = args.work / Path(spec["path"]).stem
     args.out.mkdir(parents=True, exist_ok=True)
-    started = time.time()
-    inputs = {}
-    for s in spec["inputs"]:
-        inputs[s["name"]] = radar_inputs(work / "inputs", s["name"], s["count"], s["min_chars"], s["max_chars"], s["seed"])
-    print(f"limit: offline ONNX Runtime on {model_dir.name}", flush=True)
-    lim_spec = spec["limit"]
-    lim = limit.measure(model_dir, inputs[lim_spec["input"]].texts, lim_spec["chunks"], lim_spec["batch_sizes"])
-    for input_set in inputs.values():
-        input_set.chunks_per_text = limit.chunks_per_text(model_dir, input_set.texts)
-    print(f"  best: {lim['best']['layout']} batch {lim['best']['batch']}: {lim['best']['chunks_per_s']:.2f} chunks/s", flush=True)
+    started, host = time.time(), machine()  # the load average before the run, not after it
+    inputs, lim = setup(spec, model_dir, work / "inputs")
     probes, sweeps = [], []
     for family, settings in spec["targets"].items():
         if args.families and family not in args.families:
@@ -161,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         probes += p
         sweeps += s
     results = {
-        "spec": spec, "machine": machine(), "model": spec["model"],
+        "workload": spec.get("workload", "radar"), "spec": spec, "machine": host, "model": spec["model"],
         "command": " ".join(shlex.quote(a) for a in ["python", "-m", "perf.sweep", *(argv if argv is not None else sys.argv[1:])]),
         "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True).stdout.strip(),
         "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(started)), "minutes": round((time.time() - started) / 60, 1),

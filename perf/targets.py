@@ -1,8 +1,9 @@
 """The servers a sweep measures, each started on free ports and stopped by the tool.
 
 `KitTarget` is the kit's Triton on a repository variant generated from the committed sources by
-kit.repository (a profile plus overrides, never a hand-copied config). `HttpTarget` is one of the
-hand-rolled baselines in perf/baselines, on the same model folder.
+kit.repository (a profile plus overrides, never a hand-copied config), holding only the models of
+the workload under test. `HttpTarget` is one of the hand-rolled baselines in perf/baselines, on the
+same model folder. A `Workload` says which models, entry model, endpoint and baselines go together.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import tritonclient.grpc as grpcclient
@@ -22,7 +25,6 @@ from kit.repository import REPO_ROOT, SOURCE, build, load_profile, parse_config,
 from kit.runtime import ServerOptions, TritonServer, free_port
 from perf.inputs import InputSet
 
-RADAR_MODELS = ("radar", "radar_classifier")
 CORES = os.cpu_count() or 1
 
 
@@ -33,21 +35,21 @@ def merged(base: dict, override: dict) -> dict:
     return out
 
 
-def radar_source(workdir: Path) -> Path:
-    """A source folder with only the RADAR models, so a variant loads nothing else."""
+def model_source(workdir: Path, models: tuple[str, ...]) -> Path:
+    """A source folder with only the workload's models, so a variant loads nothing else."""
     source = workdir / "source"
     if not source.exists():
         source.mkdir(parents=True)
-        for name in (*RADAR_MODELS, "profiles", "artifacts.json"):
+        for name in (*models, "profiles", "artifacts.json"):
             (source / name).symlink_to(SOURCE / name)
     return source
 
 
-def radar_artifacts(workdir: Path, model_dir: Path) -> Path:
-    """An artifacts folder whose `radar/` is the model under test (e.g. the RoBERTa-large stand-in)."""
+def linked_artifacts(workdir: Path, model_dir: Path, name: str) -> Path:
+    """An artifacts folder whose `name/` is the model under test (e.g. `radar/`: the RoBERTa-large stand-in)."""
     artifacts = workdir / "artifacts"
     artifacts.mkdir(parents=True, exist_ok=True)
-    link = artifacts / "radar"
+    link = artifacts / name
     if link.is_symlink() or link.exists():
         link.unlink()
     link.symlink_to(model_dir.resolve())
@@ -62,28 +64,68 @@ def patch_queue_timeout(path: Path, seconds: float) -> None:
     path.write_text(render_config(config))
 
 
+def kit_label(profile: dict) -> str:
+    """The layout in one line: classifier instances x threads, queue delay, bucket count, entry instances."""
+    clf, entry = profile["models"]["radar_classifier"], profile["models"]["radar"]
+    delay = clf.get("max_queue_delay_microseconds", "src")
+    buckets = entry.get("parameters", {}).get("bucket_count", "5")
+    timeout = f" queue-timeout={entry['queue_timeout_s']}s" if "queue_timeout_s" in entry else ""
+    ragged = " ragged" if clf.get("ragged_batch") else ""
+    return f"{clf.get('instances', 1)}x{clf.get('threads', 1)} delay={delay}us buckets={buckets} entry={entry.get('instances', 1)}{ragged}{timeout}"
+
+
+def ocr_label(profile: dict) -> str:
+    """Instances x threads of each network, then the entry model's instances."""
+    models = profile["models"]
+    nets = " ".join(f"{m[4:]} {models[m].get('instances', 1)}x{models[m].get('threads', 1)}" for m in ("ocr_det", "ocr_rec", "ocr_cls"))
+    timeout = f" queue-timeout={models['ocr']['queue_timeout_s']}s" if "queue_timeout_s" in models["ocr"] else ""
+    return f"{nets} entry={models['ocr'].get('instances', 1)}{timeout}"
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    models: tuple[str, ...]  # what a kit variant loads
+    entry: str  # the model perf_analyzer sends requests to
+    workers: str  # the model whose instance count is the kit's "workers / instances"
+    label: Callable[[dict], str]  # a kit variant's layout in one line
+    endpoint: str  # the baselines' POST path
+    model_env: str  # the baselines' environment variable naming the model folder
+    apps: dict[str, str]  # baseline family -> the module:app it serves
+
+
+WORKLOADS = {
+    "radar": Workload("radar", ("radar", "radar_classifier"), "radar", "radar_classifier", kit_label, "predict", "RADAR_MODEL_DIR",
+                      {"flask": "perf.baselines.flask_radar:app", "gunicorn": "perf.baselines.flask_radar:app",
+                       "uvicorn": "perf.baselines.fastapi_radar:app", "batcher": "perf.baselines.fastapi_batcher:app"}),
+    "ocr": Workload("ocr", ("ocr", "ocr_det", "ocr_cls", "ocr_rec"), "ocr", "ocr_det", ocr_label, "ocr", "OCR_MODEL_DIR",
+                    {"uvicorn": "perf.baselines.fastapi_ocr:app"}),
+}
+
+
 class KitTarget:
     """Triton with the `cpu` profile, overridden per model by `setting` (e.g. {"radar_classifier": {"instances": 2}})."""
 
     family = "kit"
 
-    def __init__(self, setting: dict, model_dir: Path, workdir: Path, label: str):
-        self.setting, self.model_dir, self.workdir, self.label = setting, model_dir, workdir, label
+    def __init__(self, setting: dict, model_dir: Path, workdir: Path, label: str, workload: Workload = WORKLOADS["radar"]):
+        self.setting, self.model_dir, self.workdir, self.label, self.workload = setting, model_dir, workdir, label, workload
         self.server: TritonServer | None = None
 
     def profile(self) -> dict:
         base = load_profile("cpu")
-        models = {m: merged(base["models"].get(m, {}), self.setting.get(m, {})) for m in RADAR_MODELS}
+        models = {m: merged(base["models"].get(m, {}), self.setting.get(m, {})) for m in self.workload.models}
         return {"description": f"perf variant {self.label}", "models": models}
 
     @property
     def workers(self) -> int:
-        return int(self.profile()["models"]["radar_classifier"].get("instances", 1))
+        return int(self.profile()["models"][self.workload.workers].get("instances", 1))
 
     def start(self) -> None:
         repository = self.workdir / "repository"
         profile = self.profile()
-        build("cpu", repository, radar_artifacts(self.workdir, self.model_dir), radar_source(self.workdir), profile)
+        artifacts = linked_artifacts(self.workdir, self.model_dir, self.workload.name)
+        build("cpu", repository, artifacts, model_source(self.workdir, self.workload.models), profile)
         for model, settings in profile["models"].items():
             if "queue_timeout_s" in settings:
                 patch_queue_timeout(repository / model / "config.pbtxt", settings["queue_timeout_s"])
@@ -95,7 +137,7 @@ class KitTarget:
         return self.server.process.pid
 
     def load_args(self, inputs: InputSet) -> list[str]:
-        return ["-m", "radar", "-i", "grpc", "-u", self.server.options.grpc_url, "--input-data", str(inputs.triton)]
+        return ["-m", self.workload.entry, "-i", "grpc", "-u", self.server.options.grpc_url, "--input-data", str(inputs.triton)]
 
     def statistics(self) -> dict[str, dict]:
         """Triton's cumulative per-model counters (ns), to split a run's time into queue and compute."""
@@ -120,23 +162,23 @@ class KitTarget:
             self.server.stop()
 
 
-def baseline_command(family: str, setting: dict, port: int) -> list[str]:
+def baseline_command(family: str, setting: dict, port: int, workload: Workload = WORKLOADS["radar"]) -> list[str]:
     py = sys.executable
     if family == "flask":
         return [py, "-m", "perf.baselines.flask_radar", "--port", str(port)]
     if family == "gunicorn":
         return [py, "-m", "gunicorn", "-k", "gthread", "-w", str(setting["workers"]), "--threads", str(setting["threads"]),
-                "-b", f"127.0.0.1:{port}", "--timeout", "600", "perf.baselines.flask_radar:app"]
-    app = "perf.baselines.fastapi_batcher:app" if family == "batcher" else "perf.baselines.fastapi_radar:app"
-    return [py, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port),
+                "-b", f"127.0.0.1:{port}", "--timeout", "600", workload.apps[family]]
+    return [py, "-m", "uvicorn", workload.apps[family], "--host", "127.0.0.1", "--port", str(port),
             "--workers", str(setting.get("workers", 1)), "--log-level", "warning"]
 
 
 class HttpTarget:
     """A baseline from perf/baselines; each worker process loads its own model (ORT threads: cores / workers)."""
 
-    def __init__(self, family: str, setting: dict, model_dir: Path, workdir: Path, label: str):
+    def __init__(self, family: str, setting: dict, model_dir: Path, workdir: Path, label: str, workload: Workload = WORKLOADS["radar"]):
         self.family, self.setting, self.model_dir, self.workdir, self.label = family, setting, model_dir, workdir, label
+        self.workload = workload
         self.process: subprocess.Popen | None = None
         self.port = 0
 
@@ -147,7 +189,7 @@ class HttpTarget:
     def environment(self) -> dict[str, str]:
         env = os.environ.copy()
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-        env["RADAR_MODEL_DIR"] = str(self.model_dir.resolve())
+        env[self.workload.model_env] = str(self.model_dir.resolve())
         env["ORT_THREADS"] = str(self.setting.get("ort_threads", max(1, CORES // self.workers)))
         if self.family == "batcher":
             env["BATCH_SIZE_MAX"] = str(self.setting["batch_size_max"])
@@ -160,7 +202,7 @@ class HttpTarget:
         self.log_path = self.workdir / "server.log"
         log = open(self.log_path, "wb")
         self.process = subprocess.Popen(
-            baseline_command(self.family, self.setting, self.port), cwd=REPO_ROOT, env=self.environment(),
+            baseline_command(self.family, self.setting, self.port, self.workload), cwd=REPO_ROOT, env=self.environment(),
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         log.close()
@@ -168,7 +210,7 @@ class HttpTarget:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"{self.family} exited with code {self.process.returncode}; see {self.log_path}")
-            if self.log_path.read_text(errors="replace").count("radar model ready") >= self.workers and self.healthy():
+            if self.log_path.read_text(errors="replace").count("model ready in pid") >= self.workers and self.healthy():
                 return
             time.sleep(0.5)
         self.stop()
@@ -186,7 +228,7 @@ class HttpTarget:
         return self.process.pid
 
     def load_args(self, inputs: InputSet) -> list[str]:
-        return ["-m", "radar", "--service-kind", "openai", "--endpoint", "predict",
+        return ["-m", self.workload.entry, "--service-kind", "openai", "--endpoint", self.workload.endpoint,
                 "-u", f"127.0.0.1:{self.port}", "--input-data", str(inputs.http)]
 
     def statistics(self) -> dict:
@@ -203,21 +245,14 @@ class HttpTarget:
             self.process.wait()
 
 
-def make_target(family: str, setting: dict, model_dir: Path, workdir: Path):
+def make_target(family: str, setting: dict, model_dir: Path, workdir: Path, workload: str = "radar"):
+    w = WORKLOADS[workload]
     if family == "kit":
-        target = KitTarget(setting, model_dir, workdir, "")
-        target.label = kit_label(target.profile())
+        target = KitTarget(setting, model_dir, workdir, "", w)
+        target.label = w.label(target.profile())
+    elif family in w.apps:
+        target = HttpTarget(family, setting, model_dir, workdir, " ".join(f"{k}={v}" for k, v in setting.items()) or "default", w)
     else:
-        target = HttpTarget(family, setting, model_dir, workdir, " ".join(f"{k}={v}" for k, v in setting.items()) or "default")
+        raise ValueError(f"no {family!r} target for {workload} (known: kit, {', '.join(w.apps)})")
     target.workdir = workdir / f"{family}-{target.label}".replace(" ", "_").replace("/", "_")
     return target
-
-
-def kit_label(profile: dict) -> str:
-    """The layout in one line: classifier instances x threads, queue delay, bucket count, entry instances."""
-    clf, entry = profile["models"]["radar_classifier"], profile["models"]["radar"]
-    delay = clf.get("max_queue_delay_microseconds", "src")
-    buckets = entry.get("parameters", {}).get("bucket_count", "5")
-    timeout = f" queue-timeout={entry['queue_timeout_s']}s" if "queue_timeout_s" in entry else ""
-    ragged = " ragged" if clf.get("ragged_batch") else ""
-    return f"{clf.get('instances', 1)}x{clf.get('threads', 1)} delay={delay}us buckets={buckets} entry={entry.get('instances', 1)}{ragged}{timeout}"

@@ -1,5 +1,5 @@
-"""The perf kit's tooling on a tiny sweep: it starts its servers, runs perf_analyzer against Triton and
-a baseline, parses what perf_analyzer measured and writes the report. Not a speed test."""
+"""The perf kit's tooling on tiny sweeps (RADAR, and OCR): it starts its servers, runs perf_analyzer
+against Triton and a baseline, parses what perf_analyzer measured and writes the report. Not a speed test."""
 
 from __future__ import annotations
 
@@ -20,6 +20,33 @@ from tests.conftest import ARTIFACTS
 def tiny_sweep(tmp_path_factory, radar_artifacts):
     out = tmp_path_factory.mktemp("perf")
     assert sweep(["--spec", "tiny", "--out", str(out), "--work", str(out / "work")]) == 0
+    return out, json.loads((out / "results.json").read_text())
+
+
+# Two images (a page and a screenshot), one small kit layout and one uvicorn worker, 4 requests a
+# point: the OCR code paths end to end in well under a minute.
+OCR_TINY = {
+    "description": "Checks the OCR tooling, not the speed.",
+    "workload": "ocr",
+    "model": "artifacts/ocr",
+    "inputs": [{"name": "mixed", "count": 2, "seed": 900}],
+    "requests": {"per_client": 2, "min": 4, "max": 4},
+    "probe": {"input": "mixed", "concurrency": 2, "requests": 4, "warmup": 2},
+    "sweep": {"input": "mixed", "concurrency": [2]},
+    "extra": {},
+    "limit": {"input": "mixed", "images": 2, "warmup": 1},
+    "targets": {"kit": [{"ocr": {"instances": 1}, "ocr_det": {"instances": 1}, "ocr_rec": {"instances": 1}}], "uvicorn": [{"workers": 1}]},
+}
+
+
+@pytest.fixture(scope="module")
+def ocr_sweep(tmp_path_factory):
+    if not (ARTIFACTS / "ocr" / "rec" / "model.onnx").is_file():
+        pytest.fail(f"{ARTIFACTS / 'ocr'} has no exported models: run `make export` (make test does it)")
+    out = tmp_path_factory.mktemp("perf-ocr")
+    spec = out / "ocr-tiny.json"
+    spec.write_text(json.dumps(OCR_TINY))
+    assert sweep(["--spec", str(spec), "--out", str(out), "--work", str(out / "work")]) == 0
     return out, json.loads((out / "results.json").read_text())
 
 
@@ -86,3 +113,55 @@ def test_parse_csv_reads_perf_analyzers_report(tmp_path):
     parsed = perf_analyzer.parse_csv(path)
     assert parsed["throughput"] == pytest.approx(19.9975)
     assert parsed["p99_ms"] == pytest.approx(1011.485) and parsed["avg_ms"] == pytest.approx(61.067)
+
+
+def test_ocr_sweep_measures_the_kit_and_uvicorn_in_images(ocr_sweep):
+    _, results = ocr_sweep
+    assert results["workload"] == "ocr"
+    rows = results["probes"] + results["sweeps"]
+    assert {r["family"] for r in rows} == {"kit", "uvicorn"}
+    for row in rows:
+        assert row["error"] is None
+        assert row["throughput"] > 0 and row["images_per_s"] == row["throughput"]
+        assert 0 < row["p50_ms"] <= row["p99_ms"]
+        assert row["client_cpu_s"] > 0 and row["server_cpu_s"] > 0 and row["peak_rss_mb"] > 0
+    kit = next(r for r in results["sweeps"] if r["family"] == "kit")
+    assert set(kit["triton"]) == {"ocr", "ocr_det", "ocr_cls", "ocr_rec"}  # only the OCR models were loaded
+    assert kit["triton"]["ocr"]["requests"] >= kit["requests"] and kit["triton"]["ocr_det"]["requests"] >= kit["requests"]
+    assert kit["setting"].startswith("det 1x1 rec 1x1")
+
+
+def test_ocr_limit_compares_one_process_with_one_process_per_core(ocr_sweep):
+    _, results = ocr_sweep
+    layouts = [r["layout"] for r in results["limit"]["layouts"]]
+    assert layouts[0].startswith("1 process x") and (len(layouts) == 1 or "processes x 1 thread" in layouts[1])
+    assert results["limit"]["images"] == 2 and results["limit"]["best"]["images_per_s"] > 0
+
+
+def test_ocr_report_has_its_sections_and_plots(ocr_sweep):
+    out, _ = ocr_sweep
+    report = (out / "REPORT.md").read_text()
+    for heading in ("## OCR: results at each family's best setting", "## OCR: targets", "## OCR: the limit",
+                    "## OCR: where the kit's time goes", "## OCR: memory"):
+        assert heading in report
+    assert "## RADAR" not in report and "kit vs FastAPI + uvicorn (workers=1) at 2 clients" in report
+    for png in ("ocr_throughput_vs_p99.png", "ocr_settings.png", "ocr_memory.png"):
+        assert (out / png).stat().st_size > 1000
+
+
+def test_each_workload_rewrites_only_its_own_sections(tiny_sweep, ocr_sweep, tmp_path):
+    (radar_out, radar), (ocr_out, ocr) = tiny_sweep, ocr_sweep
+    path = tmp_path / "RESULTS.md"
+    path.write_text("# Performance results\n\n## OCR: old\n\nold images\n\n## RADAR: old\n\nold texts\n\n## ResNet50\n\npadding table\n")
+    write_report(radar, radar_out, path)
+    text = path.read_text()
+    assert "old texts" not in text and "## OCR: old\n\nold images" in text and "## ResNet50\n\npadding table" in text
+    write_report(ocr, ocr_out, path)
+    text = path.read_text()
+    assert "old images" not in text and "## OCR: results at each family's best setting" in text
+    radar_part = text[text.index("## RADAR: how"):text.index("## OCR: how")]
+    write_report(ocr, ocr_out, path)  # again: RADAR's sections stay byte for byte
+    text = path.read_text()
+    assert text[text.index("## RADAR: how"):text.index("## OCR: how")] == radar_part
+    assert text.index("## RADAR: how") < text.index("## OCR: how") < text.index("## ResNet50")
+    assert kept_sections(text).startswith("## ResNet50")
