@@ -24,7 +24,8 @@ the Triton server.
     python -m perf.gpu_levers --out perf/results/gpu_levers.json          # on a CUDA host
     python -m perf.gpu_levers --device cpu --quick --out /tmp/levers.json  # tiny models, a dry run
 
-Imports only torch and transformers, so it runs with any Python that has them.
+Builds the models with the kit's own stand-in code (export.standins, export.resnet), so it needs what
+they import: torch, transformers, tokenizers, onnx, onnxruntime, numpy.
 """
 
 from __future__ import annotations
@@ -43,54 +44,34 @@ from pathlib import Path
 
 import torch
 import transformers
-from transformers import ResNetConfig, ResNetForImageClassification, RobertaConfig, RobertaForSequenceClassification
+from transformers import ResNetForImageClassification, RobertaForSequenceClassification
+
+from export.resnet import make_standin as make_resnet_standin
+from export.standins import build_model, make_config
 
 # RADAR-Vicuna-7B's shape: roberta-large's config with two labels (export/standins.py, size large),
 # with roberta-large's vocabulary size.
-RADAR_LARGE = {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096}
-RADAR_TINY = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128}
 RADAR_VOCAB = 50265
-MAX_TOKENS = 512
 PAD_ID, BOS_ID, EOS_ID = 1, 0, 2
 AI_LABEL = 0
 # The buckets the repository builder chooses for the large stand-in's tokenizer (README).
 BUCKETS = (48, 72, 104, 224, 512)
 BATCHES = (1, 8, 16, 32, 64)
-RESNET_TINY = {"embedding_size": 16, "hidden_sizes": [16, 32, 64, 128], "depths": [1, 1, 1, 1], "layer_type": "basic"}
 # The default init (0.02) gives near-constant scores; 0.2 (the tiny stand-in's) spreads them.
 RADAR_INITS = (0.02, 0.2)
 
 
 def radar_model(quick: bool, seed: int, initializer_range: float = 0.02) -> RobertaForSequenceClassification:
-    """The kit's RADAR stand-in (export/standins.py make_config + build_model), built on the CPU."""
-    config = RobertaConfig(
-        vocab_size=RADAR_VOCAB,
-        max_position_embeddings=MAX_TOKENS + 2,
-        pad_token_id=PAD_ID,
-        bos_token_id=BOS_ID,
-        eos_token_id=EOS_ID,
-        type_vocab_size=1,
-        layer_norm_eps=1e-5,
-        num_labels=2,
-        initializer_range=initializer_range,
-        **(RADAR_TINY if quick else RADAR_LARGE),
-    )
-    torch.manual_seed(seed)
-    return RobertaForSequenceClassification(config).eval()
+    """The kit's RADAR stand-in (export/standins.py) with roberta-large's vocabulary size, built on the CPU."""
+    config = make_config("tiny" if quick else "large", RADAR_VOCAB)
+    config.initializer_range = initializer_range
+    return build_model(config, seed)
 
 
 def resnet_model(quick: bool, seed: int) -> ResNetForImageClassification:
-    """The kit's ResNet-50 stand-in (export/resnet.py make_standin): random weights, BatchNorm
-    statistics from one pass over random images, built on the CPU."""
-    torch.manual_seed(seed)
-    model = ResNetForImageClassification(ResNetConfig(num_labels=1000, **(RESNET_TINY if quick else {})))
-    for norm in (m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)):
-        norm.momentum = None
-        norm.reset_running_stats()
-    model.train()
-    with torch.no_grad():
-        model(torch.randn(16, 3, 128, 128))
-    return model.eval()
+    """The kit's ResNet-50 stand-in (export/resnet.py): random weights, BatchNorm statistics from
+    one pass over random images, built on the CPU."""
+    return make_resnet_standin("tiny" if quick else "resnet50", seed)
 
 
 def token_batch(gen: torch.Generator, count: int, low: int, bucket: int, vocab: int) -> dict[str, torch.Tensor]:
