@@ -78,6 +78,14 @@ def decode_image(data: bytes, max_pixels: int = MAX_PIXELS, max_bytes: int = MAX
     return to_bgr(ImageOps.exif_transpose(image))
 
 
+def decode_request_image(tensor: np.ndarray, max_pixels: int = MAX_PIXELS, max_bytes: int = MAX_IMAGE_BYTES) -> np.ndarray:
+    """The one picture of an entry model's IMAGE input (BYTES [1]), decoded as decode_image does."""
+    items = tensor.reshape(-1)
+    if items.size != 1:
+        raise ImageError(f"IMAGE must hold exactly one image, got {items.size}")
+    return decode_image(bytes(items[0]), max_pixels, max_bytes)
+
+
 def to_bgr(image: Image.Image) -> np.ndarray:
     if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
         rgba = image.convert("RGBA")

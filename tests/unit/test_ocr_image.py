@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from kit.ocr.image import ImageError, decode_image, image_bytes
+from kit.ocr.image import ImageError, decode_image, decode_request_image, image_bytes
 from kit.ocr.synthetic import encode
 
 
@@ -87,3 +87,12 @@ def test_byte_limits_apply_to_raw_and_base64_text():
         image_bytes(raw, max_bytes=100)
     with pytest.raises(ImageError, match="maximum is 100 bytes"):
         image_bytes(base64.b64encode(raw), max_bytes=100)
+
+
+def test_request_tensor_holds_exactly_one_image():
+    data = encode(picture())
+    np.testing.assert_array_equal(decode_request_image(np.array([data], dtype=np.object_)), decode_image(data))
+    with pytest.raises(ImageError, match="IMAGE must hold exactly one image, got 2"):
+        decode_request_image(np.array([data, data], dtype=np.object_))
+    with pytest.raises(ImageError, match="got 0"):
+        decode_request_image(np.array([], dtype=np.object_))

@@ -9,7 +9,7 @@ import triton_python_backend_utils as pb_utils
 from kit.backends.adapter import model_settings
 from kit.ocr.bls import ModelCallError, infer
 from kit.ocr.health_code import find_qr, read_health_code
-from kit.ocr.image import ImageError, decode_image
+from kit.ocr.image import ImageError, decode_request_image
 
 
 def error_response(message, code):
@@ -24,11 +24,9 @@ class TritonPythonModel:
         self.max_bytes = int(params["max_image_bytes"])
 
     async def respond(self, request):
-        raw = pb_utils.get_input_tensor_by_name(request, "IMAGE").as_numpy().reshape(-1)
-        if raw.size != 1:
-            return error_response(f"IMAGE must hold exactly one image, got {raw.size}", pb_utils.TritonError.INVALID_ARG)
+        raw = pb_utils.get_input_tensor_by_name(request, "IMAGE").as_numpy()
         try:
-            image = decode_image(bytes(raw[0]), self.max_pixels, self.max_bytes)
+            image = decode_request_image(raw, self.max_pixels, self.max_bytes)
         except ImageError as exc:
             return error_response(str(exc), pb_utils.TritonError.INVALID_ARG)
         # The QR detector releases the GIL: it runs in a thread while `ocr` works on the same image.

@@ -6,7 +6,7 @@ import triton_python_backend_utils as pb_utils
 
 from kit.backends.adapter import model_settings
 from kit.ocr.bls import BlsEngines, ModelCallError
-from kit.ocr.image import ImageError, decode_image
+from kit.ocr.image import ImageError, decode_request_image
 from kit.ocr.pipeline import OcrPipeline, OcrSettings
 
 
@@ -23,11 +23,9 @@ class TritonPythonModel:
         self.pipeline = OcrPipeline.from_files(version_dir / "characters.txt", OcrSettings.from_parameters(params))
 
     async def respond(self, request):
-        raw = pb_utils.get_input_tensor_by_name(request, "IMAGE").as_numpy().reshape(-1)
-        if raw.size != 1:
-            return error_response(f"IMAGE must hold exactly one image, got {raw.size}", pb_utils.TritonError.INVALID_ARG)
+        raw = pb_utils.get_input_tensor_by_name(request, "IMAGE").as_numpy()
         try:
-            image = decode_image(bytes(raw[0]), self.max_pixels, self.max_bytes)
+            image = decode_request_image(raw, self.max_pixels, self.max_bytes)
         except ImageError as exc:
             return error_response(str(exc), pb_utils.TritonError.INVALID_ARG)
         try:
