@@ -31,9 +31,9 @@ Job = Callable[[], Callable[[], None]]  # sets up (sessions, warm-up) and return
 Batch = tuple[np.ndarray, np.ndarray]
 
 
-def plans(model_dir: Path, texts: list[str]) -> list[Plan]:
-    """The kit's chunking with its default length buckets, as the served runs do it."""
-    buckets = [int(b) for b in bucket_parameters(model_dir, count=DEFAULT_BUCKET_COUNT)["buckets"].split(",")]
+def plans(model_dir: Path, texts: list[str], bucket_count: int = DEFAULT_BUCKET_COUNT) -> list[Plan]:
+    """The kit's chunking and length buckets, as the served runs do it."""
+    buckets = [int(b) for b in bucket_parameters(model_dir, count=bucket_count)["buckets"].split(",")]
     pipeline = RadarPipeline.from_files(model_dir, buckets=buckets)
     return [pipeline.plan(text) for text in texts]
 
@@ -42,9 +42,10 @@ def chunks_per_text(model_dir: Path, texts: list[str]) -> float:
     return sum(len(plan.spans) for plan in plans(model_dir, texts)) / len(texts)
 
 
-def chunk_rows(model_dir: Path, texts: list[str], limit: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The first `limit` chunks of the texts, in text order, each padded to its bucket."""
-    rows = [row for plan in plans(model_dir, texts) for group in plan.groups for row in zip(group.input_ids, group.attention_mask)]
+def chunk_rows(model_dir: Path, texts: list[str], limit: int | None, bucket_count: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The first `limit` chunks of the texts (all of them: None), in text order, each padded to its bucket."""
+    rows = [row for plan in plans(model_dir, texts, bucket_count) for group in plan.groups
+            for row in zip(group.input_ids, group.attention_mask)]
     return rows[:limit]
 
 
@@ -114,9 +115,9 @@ def parallel_sessions(model: Path, rows, sessions: int, batch_size: int) -> tupl
     return len(rows) / wall, len(rows) / cpu
 
 
-def measure(model_dir: Path, texts: list[str], chunks: int, batch_sizes: list[int]) -> dict:
+def measure(model_dir: Path, texts: list[str], chunks: int | None, batch_sizes: list[int], bucket_count: int = DEFAULT_BUCKET_COUNT) -> dict:
     """Chunks/s of every layout, and the best; the limit in texts/s follows from chunks per text."""
-    rows, per_text = chunk_rows(model_dir, texts, chunks), chunks_per_text(model_dir, texts)
+    rows, per_text = chunk_rows(model_dir, texts, chunks, bucket_count), chunks_per_text(model_dir, texts)
     model, cores = model_dir / "model.onnx", CORES
     layouts = []
     for b in batch_sizes:
@@ -127,7 +128,7 @@ def measure(model_dir: Path, texts: list[str], chunks: int, batch_sizes: list[in
             rate, per_cpu = parallel_sessions(model, rows, cores, b)
             layouts.append({"layout": f"{cores} sessions x 1 thread", "batch": b, "chunks_per_s": rate, "chunks_per_cpu_s": per_cpu})
     best = max(layouts, key=lambda r: r["chunks_per_s"])
-    return {"chunks": len(rows), "chunks_per_text": per_text, "layouts": layouts, "best": best,
+    return {"chunks": len(rows), "bucket_count": bucket_count, "chunks_per_text": per_text, "layouts": layouts, "best": best,
             "texts_per_s": best["chunks_per_s"] / per_text}
 
 

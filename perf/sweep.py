@@ -29,7 +29,7 @@ from perf import limit, perf_analyzer
 from perf.inputs import ocr_inputs, radar_inputs
 from perf.procstats import TreeMonitor, cpu_seconds
 from perf.spec import load_spec, probe_load, sweep_loads
-from perf.targets import make_target
+from perf.targets import make_target, radar_bucket_count
 
 
 STALL_S = 30.0
@@ -120,7 +120,7 @@ def radar_setup(spec: dict, model_dir: Path, inputs_dir: Path) -> tuple[dict, di
     inputs = {s["name"]: radar_inputs(inputs_dir, s["name"], s["count"], s["min_chars"], s["max_chars"], s["seed"]) for s in spec["inputs"]}
     print(f"limit: offline ONNX Runtime on {model_dir.name}", flush=True)
     lim_spec = spec["limit"]
-    lim = limit.measure(model_dir, inputs[lim_spec["input"]].items, lim_spec["chunks"], lim_spec["batch_sizes"])
+    lim = limit.measure(model_dir, inputs[lim_spec["input"]].items, lim_spec.get("chunks"), lim_spec["batch_sizes"], radar_bucket_count())
     for input_set in inputs.values():
         input_set.per_request = limit.chunks_per_text(model_dir, input_set.items)
     print(f"  best: {lim['best']['layout']} batch {lim['best']['batch']}: {lim['best']['chunks_per_s']:.2f} chunks/s", flush=True)

@@ -23,6 +23,7 @@ import tritonclient.grpc as grpcclient
 
 from kit.repository import REPO_ROOT, SOURCE, build, load_profile, parse_config, render_config
 from kit.runtime import ServerOptions, TritonServer, free_port
+from kit.text.radar import DEFAULT_BUCKET_COUNT
 from perf.inputs import InputSet
 
 CORES = os.cpu_count() or 1
@@ -64,11 +65,20 @@ def patch_queue_timeout(path: Path, seconds: float) -> None:
     path.write_text(render_config(config))
 
 
+def radar_bucket_count(models: dict | None = None) -> int:
+    """RADAR's number of length buckets in a profile's models (default: the committed CPU profile's).
+
+    Padding is compute: every target of a run pads chunks to the kit's buckets, so that the kit, the
+    baselines and the limit do the same work per chunk and differ only in how they serve it."""
+    models = load_profile("cpu")["models"] if models is None else models
+    return int(models.get("radar", {}).get("parameters", {}).get("bucket_count", DEFAULT_BUCKET_COUNT))
+
+
 def kit_label(profile: dict) -> str:
     """The layout in one line: classifier instances x threads, queue delay, bucket count, entry instances."""
     clf, entry = profile["models"]["radar_classifier"], profile["models"]["radar"]
     delay = clf.get("max_queue_delay_microseconds", "src")
-    buckets = entry.get("parameters", {}).get("bucket_count", "5")
+    buckets = radar_bucket_count(profile["models"])
     timeout = f" queue-timeout={entry['queue_timeout_s']}s" if "queue_timeout_s" in entry else ""
     ragged = " ragged" if clf.get("ragged_batch") else ""
     return f"{clf.get('instances', 1)}x{clf.get('threads', 1)} delay={delay}us buckets={buckets} entry={entry.get('instances', 1)}{ragged}{timeout}"
@@ -191,6 +201,7 @@ class HttpTarget:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
         env[self.workload.model_env] = str(self.model_dir.resolve())
         env["ORT_THREADS"] = str(self.setting.get("ort_threads", max(1, CORES // self.workers)))
+        env["RADAR_BUCKET_COUNT"] = str(self.setting.get("bucket_count", radar_bucket_count()))
         if self.family == "batcher":
             env["BATCH_SIZE_MAX"] = str(self.setting["batch_size_max"])
             env["BATCH_TIMEOUT"] = str(self.setting["batch_timeout_ms"] / 1000)
