@@ -121,6 +121,7 @@ class KitTarget:
     def __init__(self, setting: dict, model_dir: Path, workdir: Path, label: str, workload: Workload = WORKLOADS["radar"]):
         self.setting, self.model_dir, self.workdir, self.label, self.workload = setting, model_dir, workdir, label, workload
         self.server: TritonServer | None = None
+        self.server_args: list[str] = []  # extra tritonserver options (perf.occupancy: request traces)
 
     def profile(self) -> dict:
         base = load_profile("cpu")
@@ -139,7 +140,8 @@ class KitTarget:
         for model, settings in profile["models"].items():
             if "queue_timeout_s" in settings:
                 patch_queue_timeout(repository / model / "config.pbtxt", settings["queue_timeout_s"])
-        self.server = TritonServer(ServerOptions.on_free_ports(repository), log_path=self.workdir / "server.log")
+        options = ServerOptions.on_free_ports(repository, extra_args=self.server_args)
+        self.server = TritonServer(options, log_path=self.workdir / "server.log")
         self.server.start(timeout=600)
 
     @property
