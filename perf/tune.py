@@ -2,9 +2,9 @@
 
     python -m perf.tune --spec tune        # make tune
 
-Searches classifier instances x threads, then max_queue_delay, then the number of length buckets,
-then entry-model instances, one axis at a time from the best so far (a coordinate search: each trial
-restarts Triton on a generated repository variant). A trial scores its `radar` throughput at the
+Searches classifier instances x threads, then ragged batches on or off, then max_queue_delay, then
+the number of length buckets, then entry-model instances, one axis at a time from the best so far (a
+coordinate search: each trial restarts Triton on a generated repository variant). A trial scores its `radar` throughput at the
 spec's concurrency; trials whose p99 exceeds the budget lose to any that meet it. The winner's
 RADAR entries are written into model_repository/profiles/cpu.json (other models' entries are kept);
 the spec's `base` (perf-only settings every trial shares) is not.
@@ -27,6 +27,7 @@ from perf.targets import make_target, merged
 
 STAGES = {
     "layout": lambda v: {"radar_classifier": {"instances": v[0], "threads": v[1]}},
+    "ragged_batch": lambda v: {"radar_classifier": {"ragged_batch": v}},
     "max_queue_delay_us": lambda v: {"radar_classifier": {"max_queue_delay_microseconds": v}},
     "bucket_count": lambda v: {"radar": {"parameters": {"bucket_count": str(v)}}},
     "entry_instances": lambda v: {"radar": {"instances": v}},
