@@ -21,7 +21,7 @@ from pathlib import Path
 
 import matplotlib
 
-from kit.repository import REPO_ROOT
+from kit.repository import REPO_ROOT, load_profile
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -291,8 +291,9 @@ def radar_limit(lim: dict) -> list[str]:
     s = ["## RADAR: the limit (offline, in-process, same chunks)\n", fmt_row(["layout", "batch", "chunks/s", "chunks / CPU-s"]), fmt_row(["---"] * 4)]
     for r in lim["layouts"]:
         s.append(fmt_row([r["layout"], r["batch"], f"{r['chunks_per_s']:.2f}", f"{r['chunks_per_cpu_s']:.2f}"]))
+    buckets = f", padded to {lim['bucket_count']} length buckets as every target of the run" if "bucket_count" in lim else ""
     s.append(f"\nBest: **{lim['best']['layout']} at batch {lim['best']['batch']}: {lim['best']['chunks_per_s']:.2f} chunks/s** "
-             f"({lim['texts_per_s']:.2f} texts/s at {lim['chunks_per_text']:.2f} chunks per text), over {lim['chunks']} chunks.\n")
+             f"({lim['texts_per_s']:.2f} texts/s at {lim['chunks_per_text']:.2f} chunks per text), over {lim['chunks']} chunks{buckets}.\n")
     return s
 
 
@@ -366,9 +367,13 @@ def radar_sections(results: dict, out_dir: Path, report_dir: Path) -> str:
 
 
 def tune_section(tune: dict) -> str:
+    committed = load_profile("cpu")["models"]
+    agrees = all(committed.get(model) == settings for model, settings in tune["winner"]["profile"].items())
+    status = ("the committed `model_repository/profiles/cpu.json` holds it" if agrees else
+              "**the committed `model_repository/profiles/cpu.json` differs from it** (edited after the search, or a dry run)")
     s = [f"\n## RADAR: layout search (`make tune`)\n",
          f"At {tune['concurrency']} clients, p99 budget {tune['p99_budget_ms'] / 1000:.0f} s for the entry model end to end; "
-         f"run {tune['started']}. Winner written to `model_repository/profiles/cpu.json`: **{tune['winner']['setting']}**.\n",
+         f"run {tune['started']}. Winner: **{tune['winner']['setting']}**; {status}.\n",
          fmt_row(["stage", "setting", "texts/s", "p99 s", "within budget"]), fmt_row(["---"] * 5)]
     for r in tune["trials"]:
         s.append(fmt_row([r["stage"], r["setting"], f"{r['throughput']:.2f}", sec(r['p99_ms']), "yes" if r["within_budget"] else "no"]))
@@ -400,7 +405,7 @@ class Workload:
 RADAR = Workload(
     "RADAR", "radar", "text", "chunk", "the exported RADAR classifier", radar_inputs_line,
     "Triton over gRPC, the baselines as JSON POSTs (perf_analyzer's `openai` service kind). Same texts, same chunking and "
-    "length buckets, same ONNX model; a chunk is counted as requests/s x the mean chunks per text of the input set.",
+    "length buckets (the CPU profile's bucket count, unless a kit variant's label says otherwise), same ONNX model; a chunk is counted as requests/s x the mean chunks per text of the input set.",
     "The kit's count is `radar_classifier`'s instances.", verdicts, radar_limit, radar_time_split, radar_extras)
 OCR = Workload(
     "OCR", "ocr", "image", "image", "PP-OCRv4 detector and recogniser and the mobile angle classifier from rapidocr-onnxruntime 1.4.4, exported by export.ocr",
