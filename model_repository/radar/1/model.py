@@ -23,11 +23,13 @@ class TritonPythonModel:
             version_dir, buckets=[int(b) for b in params["buckets"].split(",")], max_chars=int(params["max_chars"])
         )
 
-    async def classify(self, group):
+    async def classify(self, group, trace):
+        # The text's trace goes with its chunks, so Triton's request traces show the classifier's queue and compute.
         request = pb_utils.InferenceRequest(
             model_name=self.classifier,
             inputs=[pb_utils.Tensor("input_ids", group.input_ids), pb_utils.Tensor("attention_mask", group.attention_mask)],
             requested_output_names=["logits"],
+            trace=trace,
         )
         response = await request.async_exec()
         if response.has_error():
@@ -43,7 +45,7 @@ class TritonPythonModel:
         except InputError as exc:
             return error_response(str(exc), pb_utils.TritonError.INVALID_ARG)
         try:
-            logits = await asyncio.gather(*(self.classify(group) for group in plan.groups))
+            logits = await asyncio.gather(*(self.classify(group, request.trace()) for group in plan.groups))
         except RuntimeError as exc:
             return error_response(f"{self.classifier} failed: {exc}", pb_utils.TritonError.UNAVAILABLE)
         result = self.pipeline.finish(plan, logits)
