@@ -1,6 +1,7 @@
 """How busy a batched model's instances are while requests wait: Triton's own request traces.
 
     python -m perf.occupancy --spec full --variants 0 1 2 --concurrency 16 --requests 64
+    python -m perf.occupancy --setting '{"radar_classifier": {"instances": 2, "threads": 1}}'
 
 Throughput on shared cores is noisy; this asks a sharper question of each kit variant in the spec:
 while a request of the model sat in its queue, how often was an instance idle? Triton traces every
@@ -110,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spec", default="full", help="a RADAR spec: its first input set and its kit settings")
     parser.add_argument("--variants", type=int, nargs="+", help="indices into the spec's kit settings (default: all)")
+    parser.add_argument("--setting", type=json.loads, action="append", default=[],
+                        help='a kit variant of its own, as JSON: \'{"radar_classifier": {"instances": 2, "threads": 1}}\'')
     parser.add_argument("--model", default="radar_classifier")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--requests", type=int, default=64)
@@ -117,10 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="also write the rows here as JSON")
     args = parser.parse_args(argv)
     spec = load_spec(args.spec)
-    settings = spec["targets"]["kit"]
+    chosen = spec["targets"]["kit"] if args.variants is None and not args.setting else [spec["targets"]["kit"][i] for i in args.variants or []]
     rows = []
-    for index in args.variants if args.variants is not None else range(len(settings)):
-        row = measure_variant(settings[index], spec, args.model, args.concurrency, args.requests, args.work)
+    for setting in chosen + args.setting:
+        row = measure_variant(setting, spec, args.model, args.concurrency, args.requests, args.work)
         rows.append(row)
         print(f"{row['setting']:<56} {row['texts_per_s']:.2f} texts/s  busy {row['busy_per_instance']:.1%}  "
               f"stalled {row['stalled_share']:.1%} (longest {row['longest_stall_ms']:.0f} ms)  "
