@@ -117,7 +117,8 @@ def parallel_sessions(model: Path, rows, sessions: int, batch_size: int) -> tupl
 
 def measure(model_dir: Path, texts: list[str], chunks: int | None, batch_sizes: list[int], bucket_count: int = DEFAULT_BUCKET_COUNT) -> dict:
     """Chunks/s of every layout, and the best; the limit in texts/s follows from chunks per text."""
-    rows, per_text = chunk_rows(model_dir, texts, chunks, bucket_count), chunks_per_text(model_dir, texts)
+    every_row = chunk_rows(model_dir, texts, None, bucket_count)  # one row per chunk: also gives chunks per text
+    rows, per_text = every_row[:chunks], len(every_row) / len(texts)
     model, cores = model_dir / "model.onnx", CORES
     layouts = []
     for b in batch_sizes:
