@@ -72,13 +72,13 @@ def occupancy(requests: list[dict[str, int]], instances: int) -> Occupancy:
     running = queued = 0
     stalled = longest = current = 0
     previous = events[0][0]
-    for time, run_delta, queue_delta in events:
+    for at, run_delta, queue_delta in events:
         if running < instances and queued > 0:
-            stalled += time - previous
-            current += time - previous
-        elif time > previous:
+            stalled += at - previous
+            current += at - previous
+        elif at > previous:
             longest, current = max(longest, current), 0
-        running, queued, previous = running + run_delta, queued + queue_delta, time
+        running, queued, previous = running + run_delta, queued + queue_delta, at
     longest = max(longest, current)
     window = max(end for _, end in executions) - min(r["QUEUE_START"] for r in requests)
     busy = sum(end - start for start, end in executions)
