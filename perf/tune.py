@@ -6,9 +6,8 @@ Searches classifier instances x threads, then ragged batches on or off, then max
 the number of length buckets, then entry-model instances, one axis at a time from the best so far (a
 coordinate search: each trial restarts Triton on a generated repository variant). A trial scores its
 `radar` throughput at the spec's concurrency; trials whose p99 exceeds the budget lose to any that
-meet it. The winner's
-RADAR entries are written into model_repository/profiles/cpu.json (other models' entries are kept);
-the spec's `base` (perf-only settings every trial shares) is not.
+meet it. The winner's RADAR entries are written into model_repository/profiles/cpu.json (other
+models' entries are kept); the spec's `base` (perf-only settings every trial shares) is not.
 """
 
 from __future__ import annotations
