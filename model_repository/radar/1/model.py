@@ -45,7 +45,8 @@ class TritonPythonModel:
         except InputError as exc:
             return error_response(str(exc), pb_utils.TritonError.INVALID_ARG)
         try:
-            logits = await asyncio.gather(*(self.classify(group, request.trace()) for group in plan.groups))
+            trace = request.trace()
+            logits = await asyncio.gather(*(self.classify(group, trace) for group in plan.groups))
         except RuntimeError as exc:
             return error_response(f"{self.classifier} failed: {exc}", pb_utils.TritonError.UNAVAILABLE)
         result = self.pipeline.finish(plan, logits)
