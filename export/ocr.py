@@ -7,8 +7,8 @@ paddle2onnx. Each graph is rewritten only at its edges, and checked against the 
 - every tensor gets a readable name and named axes (`image`, `prob_map`, `batch_size`, ...);
 - `det` takes the uint8 BGR picture [batch, height, width, 3] and normalises inside the graph, so
   a quarter of the bytes cross the Python backend's shared memory (max abs diff reported);
-- `rec` ends in ArgMax + ReduceMax over the character axis: the full softmax is about 1 MB per
-  crop, what CTC decoding needs is 2 numbers per time step. The decoded texts must be identical
+- `rec` ends in ArgMax + ReduceMax over the character axis: the full softmax holds every class at
+  every time step, what CTC decoding needs is 2 numbers per time step. The decoded texts must be identical
   to the original graph's on sample crops, or the export fails.
 
 Writes det/model.onnx, cls/model.onnx, rec/model.onnx, rec/characters.txt and export.json.
@@ -49,13 +49,15 @@ PADDLE_OPSET = 14
 
 F32, U8, I64 = np.dtype("float32"), np.dtype("uint8"), np.dtype("int64")
 SIGNATURES = {
-    "det": ([TensorSpec("image", U8, ("batch_size", "height", "width", 3))],
-            [TensorSpec("prob_map", F32, ("batch_size", 1, "height", "width"))]),
-    "cls": ([TensorSpec("image", F32, ("batch_size", 3, 48, 192))],
-            [TensorSpec("probs", F32, ("batch_size", 2))]),
-    "rec": ([TensorSpec("image", F32, ("batch_size", 3, 48, "width"))],
-            [TensorSpec("char_indices", I64, ("batch_size", "steps")),
-             TensorSpec("char_probs", F32, ("batch_size", "steps"))]),
+    "det": (
+        [TensorSpec("image", U8, ("batch_size", "height", "width", 3))],
+        [TensorSpec("prob_map", F32, ("batch_size", 1, "height", "width"))],
+    ),
+    "cls": ([TensorSpec("image", F32, ("batch_size", 3, 48, 192))], [TensorSpec("probs", F32, ("batch_size", 2))]),
+    "rec": (
+        [TensorSpec("image", F32, ("batch_size", 3, 48, "width"))],
+        [TensorSpec("char_indices", I64, ("batch_size", "steps")), TensorSpec("char_probs", F32, ("batch_size", "steps"))],
+    ),
 }
 
 
@@ -88,14 +90,27 @@ def paddle_to_onnx(model_dir: Path, out: Path) -> Path:
     """Convert a PaddleOCR inference model (inference.pdmodel + .pdiparams) with paddle2onnx."""
     tool = shutil.which("paddle2onnx")
     if tool is None:
-        raise ExportError("paddle2onnx is not on PATH: `pip install paddlepaddle paddle2onnx` where you run this "
-                          "(they are not in the kit's virtualenvs)")
+        raise ExportError(
+            "paddle2onnx is not on PATH: `pip install paddlepaddle paddle2onnx` where you run this "
+            "(they are not in the kit's virtualenvs)"
+        )
     for name in ("inference.pdmodel", "inference.pdiparams"):
         if not (model_dir / name).is_file():
             raise ExportError(f"{model_dir} is not a PaddleOCR inference model: no {name}")
     subprocess.run(
-        [tool, "--model_dir", str(model_dir), "--model_filename", "inference.pdmodel",
-         "--params_filename", "inference.pdiparams", "--save_file", str(out), "--opset_version", str(PADDLE_OPSET)],
+        [
+            tool,
+            "--model_dir",
+            str(model_dir),
+            "--model_filename",
+            "inference.pdmodel",
+            "--params_filename",
+            "inference.pdiparams",
+            "--save_file",
+            str(out),
+            "--opset_version",
+            str(PADDLE_OPSET),
+        ],
         check=True,
     )
     return out
@@ -130,10 +145,12 @@ def rewrite_det(model: onnx.ModelProto) -> onnx.ModelProto:
     graph = model.graph
     old_input, old_output = graph.input[0].name, graph.output[0].name
     rename_value(graph, old_output, "prob_map")
-    graph.initializer.extend([
-        helper.make_tensor("image_scale", TensorProto.FLOAT, [], [1 / 255.0]),
-        helper.make_tensor("image_half", TensorProto.FLOAT, [], [0.5]),
-    ])
+    graph.initializer.extend(
+        [
+            helper.make_tensor("image_scale", TensorProto.FLOAT, [], [1 / 255.0]),
+            helper.make_tensor("image_half", TensorProto.FLOAT, [], [0.5]),
+        ]
+    )
     prologue = [
         helper.make_node("Cast", ["image"], ["image_f32"], to=TensorProto.FLOAT),
         helper.make_node("Transpose", ["image_f32"], ["image_nchw"], perm=[0, 3, 1, 2]),
@@ -171,10 +188,12 @@ def rewrite_rec(model: onnx.ModelProto) -> onnx.ModelProto:
         reduce = helper.make_node("ReduceMax", [softmax], ["char_probs"], axes=[2], keepdims=0)
     graph.node.extend([helper.make_node("ArgMax", [softmax], ["char_indices"], axis=2, keepdims=0), reduce])
     del graph.output[:]
-    graph.output.extend([
-        helper.make_tensor_value_info("char_indices", TensorProto.INT64, None),
-        helper.make_tensor_value_info("char_probs", TensorProto.FLOAT, None),
-    ])
+    graph.output.extend(
+        [
+            helper.make_tensor_value_info("char_indices", TensorProto.INT64, None),
+            helper.make_tensor_value_info("char_probs", TensorProto.FLOAT, None),
+        ]
+    )
     name_axes(graph.input[0], SIGNATURES["rec"][0][0].dims)
     for value, spec in zip(graph.output, SIGNATURES["rec"][1]):
         name_axes(value, spec.dims)
@@ -190,7 +209,7 @@ def session(path: Path) -> ort.InferenceSession:
 
 def sample_crops() -> list[np.ndarray]:
     """Printed lines of the synthetic pages (Chinese, English, digits), at several heights."""
-    from kit.ocr.synthetic import PHRASES, text_line
+    from samples.images import PHRASES, text_line
 
     return [np.asarray(text_line(text, height))[:, :, ::-1] for text in PHRASES for height in (32, 48, 64)]
 
@@ -198,7 +217,7 @@ def sample_crops() -> list[np.ndarray]:
 def sample_page() -> np.ndarray:
     import cv2
 
-    from kit.ocr.synthetic import document
+    from samples.images import document
 
     page = cv2.imdecode(np.frombuffer(document(3, width=800).data, np.uint8), cv2.IMREAD_COLOR)
     return cv2.resize(page, (800, 736))
@@ -216,7 +235,7 @@ def validate_det(source: Path, target: Path) -> dict:
 
 
 def validate_cls(source: Path, target: Path) -> dict:
-    from kit.ocr.recognize import cls_batch
+    from kit.pipelines.ocr.recognize import cls_batch
 
     batch = cls_batch(sample_crops())
     (want,) = session(source).run(None, {session(source).get_inputs()[0].name: batch})
@@ -229,7 +248,7 @@ def validate_cls(source: Path, target: Path) -> dict:
 
 def validate_rec(source: Path, target: Path, characters: list[str]) -> dict:
     """Decode both graphs' outputs with the same CTC decoder: texts must be identical."""
-    from kit.ocr.recognize import ctc_decode, rec_batch, rec_width
+    from kit.pipelines.ocr.recognize import ctc_decode, rec_batch, rec_width
 
     original, rewritten = session(source), session(target)
     table = ["blank", *characters, " "]
@@ -245,8 +264,13 @@ def validate_rec(source: Path, target: Path, characters: list[str]) -> dict:
             raise ValidationError(f"rec: rewritten graph decodes {got[0][0]!r}, the original {want[0][0]!r}")
         prob_diff = max(prob_diff, float(np.max(np.abs(probs - softmax.max(axis=2)))))
         texts += 1
-    return {"crops": texts, "decoded_texts_identical": True, "max_abs_diff_char_probs": prob_diff,
-            "softmax_bytes_per_step": int(softmax.shape[2] * 4), "output_bytes_per_step": 12}
+    return {
+        "crops": texts,
+        "decoded_texts_identical": True,
+        "max_abs_diff_char_probs": prob_diff,
+        "softmax_bytes_per_step": int(softmax.shape[2] * 4),
+        "output_bytes_per_step": 12,
+    }
 
 
 def character_list(model_path: Path, rec_dict: Path | None) -> list[str]:
@@ -270,8 +294,11 @@ def export(out: Path, paddle: dict[str, Path | None] | None = None, rec_dict: Pa
                 report["source"][kind] = {"paddle_model": str(paddle[kind]), "sha256": sha256(source)}
             else:
                 source = verified_source(kind)
-                report["source"][kind] = {"package": f"{PACKAGE}=={PACKAGE_VERSION}", "file": source.name,
-                                          "sha256": sha256(source)}
+                report["source"][kind] = {
+                    "package": f"{PACKAGE}=={PACKAGE_VERSION}",
+                    "file": source.name,
+                    "sha256": sha256(source),
+                }
             target = out / kind / "model.onnx"
             target.parent.mkdir(exist_ok=True)
             model = REWRITES[kind](onnx.load(str(source)))

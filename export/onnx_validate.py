@@ -51,9 +51,7 @@ def check_signature(path: Path, inputs: Sequence[TensorSpec], outputs: Sequence[
     got_inputs, got_outputs = graph_signature(path)
     for kind, want, got in (("inputs", list(inputs), got_inputs), ("outputs", list(outputs), got_outputs)):
         if want != got:
-            raise ValidationError(
-                f"{path.name} {kind} are [{'; '.join(map(str, got))}], expected [{'; '.join(map(str, want))}]"
-            )
+            raise ValidationError(f"{path.name} {kind} are [{'; '.join(map(str, got))}], expected [{'; '.join(map(str, want))}]")
 
 
 def opset(path: Path) -> int:
@@ -62,9 +60,7 @@ def opset(path: Path) -> int:
     return next(entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx"))
 
 
-def abs_diffs(
-    path: Path, reference: Callable[[Batch], dict[str, np.ndarray]], batches: Sequence[Batch]
-) -> list[float]:
+def abs_diffs(path: Path, reference: Callable[[Batch], dict[str, np.ndarray]], batches: Sequence[Batch]) -> list[float]:
     """Max abs difference per batch over all outputs, after checking that output shapes agree."""
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     names = [output.name for output in session.get_outputs()]
@@ -85,9 +81,7 @@ def require_close(diffs: Sequence[float], atol: float) -> float:
     """The overall max difference, or an error when it is above atol or not a number at all."""
     worst = float(np.max(diffs))
     if not np.isfinite(worst) or worst > atol:
-        raise ValidationError(
-            f"ONNX Runtime and the source model differ by up to {worst:.3g} (max abs), above atol {atol:g}"
-        )
+        raise ValidationError(f"ONNX Runtime and the source model differ by up to {worst:.3g} (max abs), above atol {atol:g}")
     return worst
 
 

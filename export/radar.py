@@ -4,9 +4,16 @@ Loads the checkpoint exactly as a user with network access would (a hub id such 
 TrustSafeAI/RADAR-Vicuna-7B, or a local directory such as a stand-in from `export.standins`),
 exports fp32 logits with named dynamic axes, checks the graph's signature, compares ONNX Runtime
 with PyTorch on padded batches of mixed lengths and fails above --atol. Writes into --out:
-model.onnx, the fast tokenizer's tokenizer.json, and export.json with what serving needs
-(max_tokens, pad_token_id, ai_label_index) and the validation result. Weights go to
+model.onnx, the fast tokenizer's tokenizer.json, export.json with what serving needs
+(max_tokens, pad_token_id, ai_label_index) and the validation result, and token_lengths.json: the
+token count of every chunk of a fixed sample of texts (chunked at --max-chars as served), from
+which the repository builder chooses the length buckets. Weights go to
 model.onnx.data only when they near protobuf's 2 GiB limit (a RoBERTa-large fits in one file).
+
+It also saves the model and tokenizer it exported into checkpoint/, for the PyTorch runner
+(kit.runners.torch, the gpu-embedded profile), so that runner serves exactly the exported weights.
+That is a second copy of the weights: small for the tiny stand-in, about 1.4 GB for a
+RoBERTa-large; --no-checkpoint skips it where only ONNX is served.
 
     python -m export.radar --model TrustSafeAI/RADAR-Vicuna-7B --out artifacts/radar
 """
@@ -15,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import warnings
 from pathlib import Path
@@ -37,18 +45,20 @@ from export.onnx_validate import (
     require_close,
     sha256,
 )
+from kit.pipelines.text.radar import DEFAULT_MAX_CHARS, chunk_token_lengths
+from kit.runners.torch_models import LogitsOnly, usable_positions
+from samples.texts import sample_texts
 
 # Opset 18 is the dynamo exporter's floor and runs on the onnxruntime of current Triton releases.
 DEFAULT_OPSET = 18
 DEFAULT_ATOL = 1e-4
+CHECKPOINT = "checkpoint"
 INPUT_NAMES = ("input_ids", "attention_mask")
 OUTPUT_NAME = "logits"
 # A single ONNX file is a protobuf, which cannot exceed 2 GiB; keep headroom for the graph itself.
 EXTERNAL_DATA_THRESHOLD = 2**31 - 2**27
-# fairseq-style models number positions from pad_token_id + 1, so two positions are never usable.
-OFFSET_POSITION_MODELS = {
-    "roberta", "roberta-prelayernorm", "xlm-roberta", "xlm-roberta-xl", "camembert", "data2vec-text"
-}
+# The texts buckets are chosen for: the field report's lengths with a multilingual tail.
+BUCKET_SAMPLE = {"count": 400, "min_chars": 100, "max_chars": 800, "seed": 1, "multilingual": 0.05}
 UNSET_MAX_LENGTH = 1_000_000  # tokenizers without a stated limit report int(1e30)
 SAMPLE_TEXTS = [
     "The committee will meet on Thursday to review the budget.",
@@ -67,18 +77,6 @@ SAMPLE_TEXTS = [
 
 class ExportError(Exception):
     """The source cannot be exported as asked; the message says why."""
-
-
-class LogitsOnly(torch.nn.Module):
-    """Returns the logits tensor alone: Triton's config names one output, and no model output object
-    or cache may reach the graph (the dynamo exporter fails on a returned KV cache)."""
-
-    def __init__(self, model: PreTrainedModel):
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return self.model(input_ids=input_ids, attention_mask=attention_mask, return_dict=True).logits
 
 
 def step(message: str) -> None:
@@ -100,15 +98,6 @@ def load_tokenizer(source: str) -> PreTrainedTokenizerBase:
             "tokenizer with a tokenizer.json that `tokenizers.Tokenizer` can load"
         )
     return tokenizer
-
-
-def usable_positions(config) -> int | None:
-    positions = getattr(config, "max_position_embeddings", None)
-    if positions is None:
-        return None
-    if config.model_type in OFFSET_POSITION_MODELS:
-        return positions - config.pad_token_id - 1
-    return positions
 
 
 def max_tokens(config, tokenizer) -> int:
@@ -191,12 +180,23 @@ def write_tokenizer(tokenizer: PreTrainedTokenizerBase, path: Path) -> None:
     backend.save(str(path))
 
 
+def write_token_lengths(tokenizer_path: Path, max_tokens: int, max_chars: int, path: Path) -> int:
+    """Chunk token lengths of the bucket sample, with the tokenizer serving loads; returns the chunk count."""
+    tokenizer = Tokenizer.from_file(str(tokenizer_path))
+    lengths = chunk_token_lengths(tokenizer, sample_texts(**BUCKET_SAMPLE), max_chars, max_tokens)
+    sample = {"texts": "samples.texts.sample_texts", **BUCKET_SAMPLE}
+    path.write_text(json.dumps({"max_chars": max_chars, "max_tokens": max_tokens, "sample": sample, "lengths": lengths}) + "\n")
+    return len(lengths)
+
+
 def export(
     source: str,
     out: Path,
     atol: float = DEFAULT_ATOL,
     opset_version: int = DEFAULT_OPSET,
     ai_label_index: int = 0,
+    max_chars: int = DEFAULT_MAX_CHARS,
+    checkpoint: bool = True,
 ) -> dict:
     """Export, validate and describe; export.json is written last, only when validation passed."""
     step(f"loading {source}")
@@ -212,6 +212,7 @@ def export(
     pad = pad_token_id(tokenizer)
     out.mkdir(parents=True, exist_ok=True)
     (out / "export.json").unlink(missing_ok=True)
+    shutil.rmtree(out / CHECKPOINT, ignore_errors=True)  # weights of an earlier export must not outlive it
     batches = sample_batches(tokenizer, limit)
     path = out / "model.onnx"
     external = needs_external_data(model)
@@ -221,6 +222,12 @@ def export(
     step(f"validating ONNX Runtime against PyTorch (atol {atol:g})")
     max_abs_diff = validate(model, path, batches, atol)
     write_tokenizer(tokenizer, out / "tokenizer.json")
+    chunks = write_token_lengths(out / "tokenizer.json", limit, max_chars, out / "token_lengths.json")
+    step(f"measured the token lengths of {chunks} sample chunks of at most {max_chars} characters")
+    if checkpoint:
+        step(f"saving the exported model and tokenizer into {out / CHECKPOINT}")
+        model.save_pretrained(out / CHECKPOINT)
+        tokenizer.save_pretrained(out / CHECKPOINT)
     meta = {
         "source": source,
         "model_type": model.config.model_type,
@@ -236,6 +243,7 @@ def export(
         "atol": atol,
         "max_abs_diff": max_abs_diff,
         "onnx_sha256": sha256(path),
+        "checkpoint": CHECKPOINT if checkpoint else None,
         "exporter": "torch.onnx.export(dynamo=True)",
         "versions": {
             "torch": torch.__version__,
@@ -254,12 +262,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="directory for model.onnx, tokenizer.json, export.json")
     parser.add_argument("--atol", type=float, default=DEFAULT_ATOL, help="max abs logit difference allowed")
     parser.add_argument("--opset", type=int, default=DEFAULT_OPSET)
+    parser.add_argument("--ai-label-index", type=int, default=0, help="label whose softmax probability means AI-generated")
+    parser.add_argument("--max-chars", type=int, default=DEFAULT_MAX_CHARS, help="chunk size served (radar's max_chars)")
     parser.add_argument(
-        "--ai-label-index", type=int, default=0, help="label whose softmax probability means AI-generated"
+        "--no-checkpoint",
+        dest="checkpoint",
+        action="store_false",
+        help="do not save the model and tokenizer into checkpoint/ (the PyTorch runner needs them)",
     )
     args = parser.parse_args(argv)
     try:
-        meta = export(args.model, args.out, args.atol, args.opset, args.ai_label_index)
+        meta = export(args.model, args.out, args.atol, args.opset, args.ai_label_index, args.max_chars, args.checkpoint)
     except (ExportError, ValidationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -4,15 +4,11 @@ The graph takes `pixel_values` [batch, 3, height, width] (each image zero-padded
 right to the batch's largest height and width) and `image_sizes` INT64 [batch, 2] (each image's
 valid height and width), and returns `probs` [batch, num_labels] (softmax).
 
-Why the sizes: zero padding changes a CNN's output in two ways. The global average pool would
-average the padded area's activations too (the large effect), and every 3x3/7x7 convolution and
-the max pool near the bottom/right border would read padded-area activations that are not zero:
-BatchNorm's shift makes them non-zero after the first layer (a smaller effect that grows with
-depth). `PaddedResNet` zeroes the padded area of the input of every spatial operation (the same
-zeros the unpadded model's own convolution padding reads; after ReLU a zero is also what the max
-pool's padding amounts to) and averages only the valid cells of the last feature map, so a padded
-image gives its unpadded result up to float rounding. With stride-2 layers the valid region of a
-feature map at stride s is ceil(h/s) x ceil(w/s), which is what the unpadded model computes.
+The graph is `PaddedResNet` (kit.runners.torch_models, which says why the sizes are needed): it
+masks the padded area before every spatial operation and in the global pool, so a padded image
+gives its unpadded result up to float rounding. The same module serves the checkpoint in the
+PyTorch runner (kit.runners.torch), so the export also saves the weights it exported, as a
+checkpoint folder (`<out>/checkpoint/`, about 100 MB for ResNet-50) that the runner loads.
 
 Weights: `--model` takes a hub id (e.g. microsoft/resnet-50) or a local directory and loads it as
 a user with network access would. Without one, a stand-in with random weights from a fixed seed:
@@ -27,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 import warnings
@@ -40,9 +37,11 @@ import transformers
 from transformers import ResNetConfig, ResNetForImageClassification
 
 from export.onnx_validate import TensorSpec, ValidationError, abs_diffs, check_signature, opset, require_close, sha256
+from kit.runners.torch_models import PaddedResNet
 
 DEFAULT_OPSET = 18
 DEFAULT_ATOL = 1e-5
+CHECKPOINT = "checkpoint"
 INPUT_NAMES = ("pixel_values", "image_sizes")
 OUTPUT_NAME = "probs"
 # ImageNet normalisation, what microsoft/resnet-50's image processor uses: clients send
@@ -59,64 +58,6 @@ PADDINGS = (0, 1, 5, 31, 32, 64, 100)
 
 class ExportError(Exception):
     """The source cannot be exported as asked; the message says why."""
-
-
-class ValidMasks:
-    """Per stride, a [batch, 1, H, W] mask of each image's valid region (cached for one forward)."""
-
-    def __init__(self, image_sizes: torch.Tensor):
-        self.sizes = image_sizes
-        self.cache: dict[int, torch.Tensor] = {}
-
-    def valid(self, stride: int) -> torch.Tensor:
-        return torch.div(self.sizes + (stride - 1), stride, rounding_mode="floor")
-
-    def mask(self, x: torch.Tensor, stride: int) -> torch.Tensor:
-        if stride not in self.cache:
-            valid = self.valid(stride)
-            rows = torch.arange(x.shape[2], device=x.device)[None, :] < valid[:, :1]
-            cols = torch.arange(x.shape[3], device=x.device)[None, :] < valid[:, 1:]
-            self.cache[stride] = (rows[:, None, :, None] & cols[:, None, None, :]).to(x.dtype)
-        return self.cache[stride]
-
-
-class PaddedResNet(torch.nn.Module):
-    """A transformers ResNet whose output for a padded image equals its output for the image alone.
-
-    `mask_layers=False` masks only the global pool: kept to measure what per-layer masking buys.
-    """
-
-    def __init__(self, model: ResNetForImageClassification, mask_layers: bool = True):
-        super().__init__()
-        self.resnet = model.resnet
-        self.classifier = model.classifier
-        self.mask_layers = mask_layers
-
-    def masked(self, x: torch.Tensor, masks: ValidMasks, stride: int) -> torch.Tensor:
-        return x * masks.mask(x, stride) if self.mask_layers else x
-
-    def block(self, block: torch.nn.Module, x: torch.Tensor, masks: ValidMasks, stride: int) -> tuple[torch.Tensor, int]:
-        """A basic or bottleneck residual block; convolutions wider than 1x1 read masked inputs."""
-        hidden = x
-        for conv in block.layer:
-            if conv.convolution.kernel_size[0] > 1:
-                hidden = self.masked(hidden, masks, stride)
-            hidden = conv(hidden)
-            stride *= conv.convolution.stride[0]
-        return block.activation(hidden + block.shortcut(x)), stride
-
-    def forward(self, pixel_values: torch.Tensor, image_sizes: torch.Tensor) -> torch.Tensor:
-        masks = ValidMasks(image_sizes)
-        stem = self.resnet.embedder
-        x = stem.embedder(self.masked(pixel_values, masks, 1))
-        x = stem.pooler(self.masked(x, masks, 2))
-        stride = 4
-        for stage in self.resnet.encoder.stages:
-            for block in stage.layers:
-                x, stride = self.block(block, x, masks, stride)
-        valid = masks.valid(stride)
-        pooled = (x * masks.mask(x, stride)).sum(dim=(2, 3)) / (valid[:, :1] * valid[:, 1:]).to(x.dtype)
-        return torch.softmax(self.classifier(pooled), dim=-1)
 
 
 def step(message: str) -> None:
@@ -175,8 +116,13 @@ def export_onnx(wrapper: PaddedResNet, example: dict[str, np.ndarray], path: Pat
     with torch.no_grad(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="# The axis name")
         program = torch.onnx.export(
-            wrapper.eval(), args, dynamo=True, input_names=list(INPUT_NAMES), output_names=[OUTPUT_NAME],
-            opset_version=opset_version, dynamic_shapes=dynamic,
+            wrapper.eval(),
+            args,
+            dynamo=True,
+            input_names=list(INPUT_NAMES),
+            output_names=[OUTPUT_NAME],
+            opset_version=opset_version,
+            dynamic_shapes=dynamic,
         )
     program.save(str(path))
 
@@ -218,19 +164,26 @@ def padding_effect(model: ResNetForImageClassification, path: Path, image: np.nd
         served = session.run([OUTPUT_NAME], {"pixel_values": padded, "image_sizes": sizes})[0]
         with torch.no_grad():
             pooled = pool_only(torch.from_numpy(padded), torch.from_numpy(sizes)).numpy()
-        rows.append({"padding_px": extra, "served_graph": differences(served, alone), "pool_mask_only": differences(pooled, source)})
+        rows.append(
+            {"padding_px": extra, "served_graph": differences(served, alone), "pool_mask_only": differences(pooled, source)}
+        )
     return rows
 
 
 def export(
-    out: Path, source: str | None = None, size: str = "resnet50", seed: int = 0,
-    atol: float = DEFAULT_ATOL, opset_version: int = DEFAULT_OPSET,
+    out: Path,
+    source: str | None = None,
+    size: str = "resnet50",
+    seed: int = 0,
+    atol: float = DEFAULT_ATOL,
+    opset_version: int = DEFAULT_OPSET,
 ) -> dict:
     """Export, validate and describe; export.json is written last, only when validation passed."""
     step(f"loading {source}" if source else f"building the {size} stand-in (seed {seed}, random weights)")
     model = load_model(source) if source else make_standin(size, seed)
     out.mkdir(parents=True, exist_ok=True)
     (out / "export.json").unlink(missing_ok=True)
+    shutil.rmtree(out / CHECKPOINT, ignore_errors=True)  # weights of an earlier export must not outlive it
     path = out / "model.onnx"
     images = sample_images(seed)
     batch = pad_batch(images)
@@ -246,6 +199,7 @@ def export(
     step(f"  max abs diff {max_abs_diff:.3g}; measuring the effect of padding amounts {PADDINGS}")
     effect = padding_effect(model, path, images[1])
     require_close([row["served_graph"]["probs"] for row in effect], atol)
+    model.save_pretrained(out / CHECKPOINT)
     meta = {
         "source": source or f"stand-in:{size}:seed={seed}",
         "stand_in": source is None,
@@ -264,10 +218,13 @@ def export(
         "padding_effect": effect,
         "export_seconds": round(export_s, 1),
         "onnx_sha256": sha256(path),
+        "checkpoint": CHECKPOINT,
         "exporter": "torch.onnx.export(dynamo=True)",
         "versions": {
-            "torch": torch.__version__, "transformers": transformers.__version__,
-            "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__,
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "onnx": onnx.__version__,
+            "onnxruntime": onnxruntime.__version__,
         },
     }
     (out / "export.json").write_text(json.dumps(meta, indent=2) + "\n")
@@ -279,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", help="hub id or local checkpoint directory (default: a random-weight stand-in)")
     parser.add_argument("--size", choices=sorted(SIZES), default="resnet50", help="stand-in architecture")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, required=True, help="directory for model.onnx and export.json")
+    parser.add_argument("--out", type=Path, required=True, help="directory for model.onnx, checkpoint/ and export.json")
     parser.add_argument("--atol", type=float, default=DEFAULT_ATOL, help="max abs probability difference allowed")
     parser.add_argument("--opset", type=int, default=DEFAULT_OPSET)
     args = parser.parse_args(argv)

@@ -28,7 +28,10 @@ SIZES = {
     # A wider init than BERT's 0.02 so that different chunks get visibly different scores: with
     # near-constant outputs a test comparing served and direct scores could not tell chunks apart.
     "tiny": {
-        "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128,
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "intermediate_size": 128,
         "initializer_range": 0.2,
     },
     "large": {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096},

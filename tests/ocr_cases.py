@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kit.ocr.synthetic import Document, document, health_code
+from samples.images import Document, document, health_code
 
 DOCUMENT_SEEDS = range(10)
 HEALTH_CODE_COLORS = ["green", "yellow", "red", "unknown"]

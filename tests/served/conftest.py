@@ -12,8 +12,8 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tokenizers import Tokenizer
 
-from kit.repository import build
-from kit.runtime import ServerOptions, TritonServer
+from kit.control.repository import build
+from kit.control.runtime import ServerOptions, TritonServer
 from tests.conftest import ARTIFACTS
 
 

@@ -14,8 +14,9 @@ from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import InferenceServerException
 
 from clients.triton import is_retryable
-from kit.repository import SOURCE, build, parse_config, render_config
-from kit.runtime import ServerOptions, TritonServer
+from kit.control.configs import SOURCE, parse_config, render_config
+from kit.control.repository import build
+from kit.control.runtime import ServerOptions, TritonServer
 from tests.conftest import ARTIFACTS, REPO_ROOT
 
 RADAR_MODELS = ("radar", "radar_classifier")

@@ -16,9 +16,9 @@ import pytest
 
 from clients.radar import RadarClient
 from clients.triton import NO_RETRY, RetryPolicy
-from kit import healthcheck
-from kit.runtime import Supervisor
-from kit.text.corpus import sample_texts
+from kit.control import healthcheck
+from kit.control.runtime import Supervisor
+from samples.texts import sample_texts
 from tests.served.reliability import own_server, save_result
 
 # Enough retries to ride out a restart (several seconds on 2 shared cores).
@@ -57,7 +57,9 @@ class Load:
             url = server.options.grpc_url if protocol == "grpc" else server.options.http_url
             for kind, retry in (("plain", NO_RETRY), ("retrying", PATIENT)):
                 self.clients.append(RadarClient(url, protocol, retry=retry))
-                self.threads += [threading.Thread(target=self.work, args=(self.clients[-1], f"{kind} {protocol}")) for _ in range(2)]
+                self.threads += [
+                    threading.Thread(target=self.work, args=(self.clients[-1], f"{kind} {protocol}")) for _ in range(2)
+                ]
 
     def __enter__(self):
         for thread in self.threads:
@@ -151,15 +153,20 @@ def test_killed_stub_is_detected_and_the_server_restarted_without_wrong_answers(
         time.sleep(2.0)
     assert_faults_handled(load)
     assert any("stub of radar_classifier" in line for _, line in events), events
-    assert seen, "kit/healthcheck.py did not see the dead stub"
+    assert seen, "kit/control/healthcheck.py did not see the dead stub"
     assert flip < 3.0, f"readiness kept saying ready for {flip:.1f} s after the stub died"
     assert recovery < 60.0
     assert server.dead_stubs() == [] and server.is_ready()
     assert not (os.path.exists(f"/dev/shm/{victim.shm_region}")), "the killed stub's shared memory was left behind"
-    save_result("fault_stub_kill", {
-        "detected_s": round(detected_after(events, killed), 2), "readiness_flip_s": round(flip, 2),
-        "ready_again_s": round(recovery, 2), **load.summary(),
-    })
+    save_result(
+        "fault_stub_kill",
+        {
+            "detected_s": round(detected_after(events, killed), 2),
+            "readiness_flip_s": round(flip, 2),
+            "ready_again_s": round(recovery, 2),
+            **load.summary(),
+        },
+    )
 
 
 def test_killed_server_is_restarted_and_retrying_clients_lose_nothing(supervised, reference):
@@ -175,10 +182,15 @@ def test_killed_server_is_restarted_and_retrying_clients_lose_nothing(supervised
     assert any("exited with code -9" in line for _, line in events), events
     assert flip < 1.0 and recovery < 60.0
     assert not any(stub.alive() for stub in old_stubs), "stubs of the killed server outlived it"
-    save_result("fault_server_kill", {
-        "detected_s": round(detected_after(events, killed), 2), "readiness_flip_s": round(flip, 2),
-        "ready_again_s": round(recovery, 2), **load.summary(),
-    })
+    save_result(
+        "fault_server_kill",
+        {
+            "detected_s": round(detected_after(events, killed), 2),
+            "readiness_flip_s": round(flip, 2),
+            "ready_again_s": round(recovery, 2),
+            **load.summary(),
+        },
+    )
 
 
 def test_http_body_of_a_million_chunks_crashes_triton_2_51_and_the_supervisor_restarts_it(supervised):

@@ -53,8 +53,12 @@ def json_body(rng: random.Random) -> tuple[str, dict]:
             tensor["data"] = [rng.choice(["", "   ", "\ud800 lone surrogate", "x" * (2 * 1024 * 1024)])]
         case 6:
             model = "radar_classifier"
-            tensor = {"name": rng.choice(["input_ids", "attention_mask"]), "datatype": rng.choice(DTYPES),
-                      "shape": rng.choice([[1, 600], [33, 8], [1, 0], [1], [1, 8]]), "data": [5] * 8}
+            tensor = {
+                "name": rng.choice(["input_ids", "attention_mask"]),
+                "datatype": rng.choice(DTYPES),
+                "shape": rng.choice([[1, 600], [33, 8], [1, 0], [1], [1, 8]]),
+                "data": [5] * 8,
+            }
         case 7:
             return model, {"inputs": [tensor], "outputs": [{"name": rng.choice(["NOPE", "", "SCORE" * 50])}]}
     return model, {"inputs": [tensor]}
@@ -76,18 +80,40 @@ def http_case(rng: random.Random) -> tuple[str, str, dict, bytes]:
     if kind == 3:  # binary tensor extension with lying sizes or invalid UTF-8
         payload = rng.choice([b"\xff\xfe\xfd invalid", b"", TEXT.encode()])
         element = struct.pack("<I", rng.choice([len(payload), len(payload) + 100, 2**32 - 1, 0])) + payload
-        header = json.dumps({"inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [1],
-                                         "parameters": {"binary_data_size": rng.choice([len(element), len(element) + 7, 1, 0])}}]}).encode()
+        header = json.dumps(
+            {
+                "inputs": [
+                    {
+                        "name": "TEXT",
+                        "datatype": "BYTES",
+                        "shape": [1],
+                        "parameters": {"binary_data_size": rng.choice([len(element), len(element) + 7, 1, 0])},
+                    }
+                ]
+            }
+        ).encode()
         length = rng.choice([len(header), len(header) + 50, -1, 10**12, "abc"])
         return "POST", "/v2/models/radar/infer", {"Inference-Header-Content-Length": str(length)}, header + element
     if kind == 4:  # other methods, paths and admin endpoints with junk
         method = rng.choice(["GET", "PUT", "DELETE", "POST", "PATCH"])
-        path = rng.choice(["/v2/models/radar/infer", "/v2/repository/models/radar/load", "/v2/logging",
-                           "/v2/systemsharedmemory/region/x/register", "/v2/trace/setting", "/v2/../etc/passwd",
-                           "/v2/models/radar/versions/-1/infer", "/" + "a" * 5000, "/v2/models/%00/ready"])
+        path = rng.choice(
+            [
+                "/v2/models/radar/infer",
+                "/v2/repository/models/radar/load",
+                "/v2/logging",
+                "/v2/systemsharedmemory/region/x/register",
+                "/v2/trace/setting",
+                "/v2/../etc/passwd",
+                "/v2/models/radar/versions/-1/infer",
+                "/" + "a" * 5000,
+                "/v2/models/%00/ready",
+            ]
+        )
         return method, path, {}, rng.randbytes(rng.randrange(0, 64))
     # oversized: a text over the 1 MiB limit in an otherwise valid request
-    body = {"inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [1], "data": ["a" * ((1 << 20) + rng.randrange(1, 2 << 20))]}]}
+    body = {
+        "inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [1], "data": ["a" * ((1 << 20) + rng.randrange(1, 2 << 20))]}]
+    }
     return "POST", "/v2/models/radar/infer", {}, json.dumps(body).encode()
 
 
@@ -145,8 +171,14 @@ def test_malformed_http_requests_get_clear_errors(fuzzed):
             assert answer.strip(), f"{response.status} without a message for {method} {path}"
             examples.setdefault(response.status, answer[:160].decode(errors="replace"))
     assert fuzzed.process.poll() is None and fuzzed.dead_stubs() == [] and fuzzed.is_ready()
-    save_result("fuzz_http", {"cases": CASES, "statuses": {str(k): v for k, v in sorted(statuses.items())},
-                              "examples": {str(k): v for k, v in sorted(examples.items())}})
+    save_result(
+        "fuzz_http",
+        {
+            "cases": CASES,
+            "statuses": {str(k): v for k, v in sorted(statuses.items())},
+            "examples": {str(k): v for k, v in sorted(examples.items())},
+        },
+    )
 
 
 def test_malformed_grpc_requests_get_clear_errors(fuzzed):

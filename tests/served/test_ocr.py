@@ -7,7 +7,7 @@ import pytest
 from rapidocr_onnxruntime import RapidOCR
 
 from clients.ocr import OcrClient
-from kit.ocr.synthetic import document, health_code
+from samples.images import document, health_code
 from tests.ocr_cases import character_accuracy, documents, health_codes, squash
 
 # RapidOCR pads each recogniser batch of 6 crops to its widest; here each crop goes to a width
@@ -59,8 +59,10 @@ def test_served_lines_match_rapidocr_on_every_generated_image(images, served):
             exact += line.text == text
             diffs.append(abs(line.score - score))
             np.testing.assert_allclose(np.array(line.box), np.array(box), atol=BOX_TOL_PX)
-    print(f"\nparity: {len(diffs)} lines in {len(images)} images, every line as RapidOCR reads it, {exact} identical "
-          f"to its default including spaces; score diff mean {np.mean(diffs):.4f} max {np.max(diffs):.4f}")
+    print(
+        f"\nparity: {len(diffs)} lines in {len(images)} images, every line as RapidOCR reads it, {exact} identical "
+        f"to its default including spaces; score diff mean {np.mean(diffs):.4f} max {np.max(diffs):.4f}"
+    )
     assert max(diffs) <= SCORE_TOL and np.mean(diffs) <= MEAN_SCORE_TOL
 
 
@@ -103,6 +105,8 @@ def test_sixteen_concurrent_images_of_different_sizes_are_answered_and_batched(s
         assert [l.box for l in many] == [l.box for l in one]
         np.testing.assert_allclose([l.score for l in many], [l.score for l in one], atol=1e-4)
     requests, executions = requests_after - requests_before, executions_after - executions_before
-    print(f"\nocr_rec: {requests} requests (one per image and width bucket) in {executions} executions; "
-          f"executions by batch size {dict(sorted(batch_sizes.items()))}")
+    print(
+        f"\nocr_rec: {requests} requests (one per image and width bucket) in {executions} executions; "
+        f"executions by batch size {dict(sorted(batch_sizes.items()))}"
+    )
     assert max(batch_sizes) > 1

@@ -18,8 +18,8 @@ from tritonclient.utils import InferenceServerException
 
 from clients.health_code import HealthCodeClient
 from clients.ocr import OcrClient
-from kit.ocr.image import MAX_PIXELS
-from kit.ocr.synthetic import document, encode, health_code
+from kit.pipelines.ocr.image import MAX_PIXELS
+from samples.images import document, encode, health_code
 
 JPEG = document(5, fmt="JPEG").data
 HUGE_SIDE = int(MAX_PIXELS**0.5) + 1

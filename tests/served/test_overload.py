@@ -14,7 +14,7 @@ from tritonclient.utils import InferenceServerException
 
 from clients.radar import RadarClient, text_tensor
 from clients.triton import Endpoint, RetryPolicy, is_retryable
-from kit.text.corpus import sample_texts
+from samples.texts import sample_texts
 from tests.served.reliability import is_overload, own_server, save_result
 from tests.served.test_radar import assert_matches_reference
 
@@ -91,11 +91,17 @@ def test_full_radar_queue_is_refused_at_once_with_unavailable_or_503(tiny, proto
     results = asyncio.run(flood(tiny, protocol, "radar", text_tensor(text), 40))
     refused = assert_refused_as_overload(results)
     assert any(not isinstance(r, Exception) for _, r in results)
-    save_result(f"overload_radar_{protocol}", {
-        "requests": 40, "queue": 4, "instances": 2, "refused": refused,
-        "slowest_refusal_s": round(max(s for s, r in results if isinstance(r, Exception)), 3),
-        "slowest_answer_s": round(max(s for s, r in results if not isinstance(r, Exception)), 3),
-    })
+    save_result(
+        f"overload_radar_{protocol}",
+        {
+            "requests": 40,
+            "queue": 4,
+            "instances": 2,
+            "refused": refused,
+            "slowest_refusal_s": round(max(s for s, r in results if isinstance(r, Exception)), 3),
+            "slowest_answer_s": round(max(s for s, r in results if not isinstance(r, Exception)), 3),
+        },
+    )
 
 
 def test_request_that_waits_past_its_queue_timeout_is_refused_as_unavailable(tiny):

@@ -27,8 +27,8 @@ import tritonclient.http.aio as httpaio
 from clients.ocr import OcrClient
 from clients.radar import RadarResult, text_tensor
 from clients.triton import Endpoint
-from kit.ocr.synthetic import document
-from kit.text.corpus import sample_texts
+from samples.images import document
+from samples.texts import sample_texts
 from tests.served.reliability import is_overload, save_result, scale
 
 REQUESTS = int(scale("PEAK_REQUESTS", 1000))
@@ -142,7 +142,13 @@ def test_peak_of_concurrent_requests_ends_in_right_answers_or_clear_refusals(ser
     assert all(counts[f"{w.model} right"] for w in workloads), f"every model of the mix answers: {dict(counts)}"
     assert server.is_ready()
     held = sum(sampler.peak.values())
-    save_result(f"peak_{protocol}", {
-        "requests": REQUESTS, "seconds": round(seconds, 2), "held_by_server_at_once": dict(sampler.peak), **counts,
-    })
+    save_result(
+        f"peak_{protocol}",
+        {
+            "requests": REQUESTS,
+            "seconds": round(seconds, 2),
+            "held_by_server_at_once": dict(sampler.peak),
+            **counts,
+        },
+    )
     assert held >= min(REQUESTS, 1000) * 0.5, f"the server held only {held} requests at once"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from clients.radar import RadarClient
-from kit.text.corpus import MULTILINGUAL, sample_texts
+from samples.texts import MULTILINGUAL, sample_texts
 from tests.conftest import EXPORT_PYTHON, REPO_ROOT
 
 
@@ -98,7 +98,11 @@ def test_served_scores_equal_pytorch_within_export_tolerance(server, reference, 
     meta = json.loads((REPO_ROOT / "artifacts" / "radar" / "export.json").read_text())
     completed = subprocess.run(
         [str(EXPORT_PYTHON), "-m", "export.score", "--model", meta["source"], "--ai-label-index", str(meta["ai_label_index"])],
-        input=json.dumps([c for c, _ in chunks]), capture_output=True, text=True, cwd=REPO_ROOT, check=True,
+        input=json.dumps([c for c, _ in chunks]),
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        check=True,
     )
     torch_scores = json.loads(completed.stdout)
     np.testing.assert_allclose([s for _, s in chunks], torch_scores, atol=max(reference.atol, 1e-4), rtol=0)
@@ -112,7 +116,9 @@ def test_cli_prints_scores_for_many_files(server, protocol, url, tmp_path):
         files.append(str(path))
     completed = subprocess.run(
         [sys.executable, "-m", "clients.radar", "--url", url, "--protocol", protocol, "--json", *files],
-        capture_output=True, text=True, cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
     )
     assert completed.returncode == 0, completed.stderr
     lines = [json.loads(line) for line in completed.stdout.splitlines()]

@@ -11,7 +11,7 @@ from tritonclient.utils import InferenceServerException
 
 from clients.radar import RadarClient
 from clients.triton import Endpoint
-from kit.text.corpus import sample_texts
+from samples.texts import sample_texts
 
 BAD_TEXTS = {
     "empty": (b"", "empty"),

@@ -101,7 +101,7 @@ def test_bad_images_fail_alone_with_a_reason_and_the_others_are_answered(server,
 
 def padding_counters(metrics_url: str) -> dict[str, float]:
     text = urllib.request.urlopen(metrics_url, timeout=5).read().decode()
-    found = re.findall(r'^(padded_batch_\w+)\{([^}]*)\} (\S+)$', text, re.M)
+    found = re.findall(r"^(padded_batch_\w+)\{([^}]*)\} (\S+)$", text, re.M)
     return {f"{name}{{{labels}}}": float(value) for name, labels, value in found}
 
 
@@ -135,4 +135,3 @@ def test_requests_of_different_shapes_run_as_one_padded_batch(paddle_server, dir
     valid = counters['padded_batch_elements{kind="valid",model="resnet50"}']
     assert valid == sum(b.size for b in batches)
     assert counters['padded_batch_elements{kind="padding",model="resnet50"}'] > 0
-

@@ -12,7 +12,7 @@ import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
 from clients.radar import RadarClient
-from kit.runtime import ADMIN_HEADER, GRPC_ADMIN_HEADER
+from kit.control.runtime import ADMIN_HEADER, GRPC_ADMIN_HEADER
 from tests.served.reliability import own_server
 
 KEY = "test-admin-key"
@@ -33,8 +33,9 @@ def guarded(tmp_path_factory, radar_artifacts):
 
 
 def http_status(server, method, path, headers=None):
-    request = urllib.request.Request(f"http://{server.options.http_url}{path}", method=method, headers=headers or {},
-                                     data=b"{}" if method == "POST" else None)
+    request = urllib.request.Request(
+        f"http://{server.options.http_url}{path}", method=method, headers=headers or {}, data=b"{}" if method == "POST" else None
+    )
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, response.read().decode()
@@ -56,8 +57,13 @@ def test_http_admin_endpoints_need_the_key(guarded, method, path):
 
 def test_grpc_admin_calls_need_the_key(guarded):
     client = grpcclient.InferenceServerClient(guarded.options.grpc_url)
-    calls = [client.get_log_settings, client.get_model_repository_index, client.get_inference_statistics,
-             client.get_system_shared_memory_status, client.get_trace_settings]
+    calls = [
+        client.get_log_settings,
+        client.get_model_repository_index,
+        client.get_inference_statistics,
+        client.get_system_shared_memory_status,
+        client.get_trace_settings,
+    ]
     for call in calls:
         with pytest.raises(InferenceServerException, match="restricted"):
             call()

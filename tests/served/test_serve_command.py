@@ -6,16 +6,32 @@ import sys
 import time
 
 from clients.radar import RadarClient
-from kit.runtime import free_port
+from kit.control.runtime import free_port
 from tests.conftest import REPO_ROOT
 
 
 def test_serve_answers_both_protocols_and_stops_cleanly_on_ctrl_c(tmp_path, radar_artifacts):
-    http_port, grpc_port, metrics_port = free_port(), free_port(), free_port()
+    http_port, grpc_port, metrics_port, door_port = free_port(), free_port(), free_port(), free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "kit.serve", "--repository", str(tmp_path), "--http-port", str(http_port),
-         "--grpc-port", str(grpc_port), "--metrics-port", str(metrics_port)],
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "kit.control.serve",
+            "--repository",
+            str(tmp_path),
+            "--http-port",
+            str(http_port),
+            "--grpc-port",
+            str(grpc_port),
+            "--metrics-port",
+            str(metrics_port),
+            "--door-port",
+            str(door_port),
+        ],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         output = ""

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kit.text.aggregate import ai_probability, weighted_mean
+from kit.pipelines.text.aggregate import ai_probability, weighted_mean
 
 logit_rows = st.lists(st.tuples(st.floats(-50, 50), st.floats(-50, 50)), min_size=1, max_size=20)
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kit.batching.buckets import bucket_for, choose_buckets, pad_batch, padding_waste
+from kit.pipelines.batching.buckets import bucket_for, choose_buckets, pad_batch, padding_waste
 
 
 def total_padding(lengths, buckets):
@@ -17,9 +17,7 @@ def total_padding(lengths, buckets):
 def brute_force_minimum(lengths, k, max_len, multiple):
     """Try every set of at most k - 1 sizes below max_len that are multiples of `multiple`."""
     sizes = range(multiple, max_len, multiple)
-    return min(
-        total_padding(lengths, list(combo) + [max_len]) for r in range(k) for combo in itertools.combinations(sizes, r)
-    )
+    return min(total_padding(lengths, list(combo) + [max_len]) for r in range(k) for combo in itertools.combinations(sizes, r))
 
 
 @settings(max_examples=150, deadline=None)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from tokenizers import ByteLevelBPETokenizer
 from tokenizers.processors import RobertaProcessing
 
-from kit.text.chunking import split_text, split_to_token_limit
+from kit.pipelines.text.chunking import split_text, split_to_token_limit
 
 # Pieces that display as one character: a cut inside any of them is a bug when the limit allows.
 CLUSTERS = [

@@ -19,8 +19,9 @@ import yaml
 
 from deploy.metric_names import DOCUMENTED, GPU_METRICS, all_referenced, referenced
 from deploy.triton import check_imports
-from kit.gpu_profile import TRT_CACHE_ROOT, python_shm_bytes
-from kit.repository import REPO_ROOT, SOURCE, profile_configs
+from kit.control.configs import REPO_ROOT, SOURCE
+from kit.control.gpu_profile import TRT_CACHE_ROOT, python_shm_bytes
+from kit.control.repository import profile_configs
 
 COMPOSE = REPO_ROOT / "docker-compose.yml"
 DEPLOY = REPO_ROOT / "deploy"
@@ -28,7 +29,7 @@ K8S = DEPLOY / "k8s"
 # tritonserver 2.51.0 (the embedded server, the tritonclient pinned beside it) is container 24.10.
 TRITON_RELEASE = "24.10"
 CONTAINER_PYTHON = (3, 10)  # the Python inside the 24.10 containers (Ubuntu 22.04)
-HEALTHCHECK_IN_IMAGE = "/opt/kit/kit/healthcheck.py"  # deploy/triton/Dockerfile copies kit/ to /opt/kit/kit
+HEALTHCHECK_IN_IMAGE = "/opt/kit/kit/control/healthcheck.py"  # deploy/triton/Dockerfile copies kit/ to /opt/kit/kit
 DISTRIBUTIONS = {"cv2": "opencv-python-headless", "PIL": "pillow"}  # import name -> package, where they differ
 
 
@@ -64,7 +65,7 @@ def test_every_image_is_pinned_and_triton_matches_the_embedded_server(compose):
     for name, service in compose["services"].items():
         image = service["image"]
         assert re.search(r":[\w.${}:-]+$", image) and not image.endswith(":latest"), (name, image)
-        if "build" in service:
+        if "build" in service and name != "door":  # the door's image is Python's, not Triton's (below)
             assert service["build"]["args"]["TRITON_RELEASE"] == f"${{TRITON_RELEASE:-{TRITON_RELEASE}}}"
             dockerfile = (REPO_ROOT / service["build"]["dockerfile"]).read_text()
             assert f"ARG TRITON_RELEASE={TRITON_RELEASE}\n" in dockerfile
@@ -87,7 +88,7 @@ def test_triton_service_reserves_gpus_mounts_the_repository_and_restarts(compose
 def test_health_check_script_is_in_the_image_and_runs_on_its_python():
     dockerfile = (DEPLOY / "triton" / "Dockerfile").read_text()
     assert re.search(r"^COPY kit /opt/kit/kit$", dockerfile, re.M)
-    source = (REPO_ROOT / "kit" / "healthcheck.py").read_text()
+    source = (REPO_ROOT / "kit" / "control" / "healthcheck.py").read_text()
     ast.parse(source, feature_version=CONTAINER_PYTHON)
     imported = {a.name.split(".")[0] for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom) and n.level == 0}
@@ -151,7 +152,7 @@ def test_image_build_imports_what_every_model_py_imports_from_the_kit():
     dockerfile = (DEPLOY / "triton" / "Dockerfile").read_text()
     assert "RUN python3 /tmp/check/check_imports.py /tmp/check/model_repository" in dockerfile
     checked = check_imports.check(SOURCE)
-    assert "radar: kit.text.radar" in checked
+    assert "radar: kit.pipelines.text.radar" in checked
 
 
 def test_grafana_dashboard_parses_and_uses_the_provisioned_datasource(compose):
@@ -169,11 +170,13 @@ def test_grafana_dashboard_parses_and_uses_the_provisioned_datasource(compose):
         assert panel["datasource"]["uid"] == uid and panel["targets"], panel["title"]
 
 
-def test_prometheus_scrapes_tritons_metrics_port(compose):
+def test_prometheus_scrapes_tritons_metrics_port_and_the_doors(compose):
     config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
-    (job,) = config["scrape_configs"]
-    assert job["static_configs"][0]["targets"] == ["triton:8002"]
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    assert jobs["triton"]["static_configs"][0]["targets"] == ["triton:8002"]
     assert "--metrics-port=8002" in compose["services"]["triton"]["command"]
+    assert jobs["door"]["static_configs"][0]["targets"] == ["door:8080"] and jobs["door"]["metrics_path"] == "/metrics"
+    assert "8080" in compose["services"]["door"]["command"]
 
 
 def test_kubernetes_manifests_serve_from_object_storage_with_probes_and_autoscaling():
@@ -181,7 +184,7 @@ def test_kubernetes_manifests_serve_from_object_storage_with_probes_and_autoscal
     kustomization = objects["Kustomization"]
     assert all((K8S / resource).is_file() for resource in kustomization["resources"])
     pod = objects["Deployment"]["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
+    container = next(c for c in pod["containers"] if c["name"] == "triton")
     assert any(arg.startswith("--model-repository=s3://") for arg in container["args"])
     assert container["envFrom"][0]["secretRef"]["name"]
     assert container["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
@@ -210,3 +213,48 @@ def test_every_metric_the_deployment_queries_is_one_triton_documents():
     assert wanted <= referenced()["grafana/dashboards/triton.json"]
     assert "nv_inference_pending_request_count" in referenced()["k8s/prometheus-adapter-values.yaml"]
     assert all_referenced() & GPU_METRICS
+
+
+DOOR_IMPORTS = {
+    "cv2": "opencv-python-headless",
+    "PIL": "pillow",
+    "google": "protobuf",
+    "prometheus_client": "prometheus-client",
+    "fastapi_offline": "fastapi-offline",
+}
+
+
+def test_door_runs_beside_triton_in_compose_and_in_the_pod(compose):
+    door = compose["services"]["door"]
+    assert door["build"]["dockerfile"] == "door/Dockerfile"
+    assert door["command"][:2] == ["--triton", "triton:8001"] and "0.0.0.0" in door["command"]
+    assert door["ports"] == ["127.0.0.1:8080:8080"] and "DOOR_API_KEYS" in door["environment"]
+    assert door["pid"] == "service:triton"
+    dockerfile = (REPO_ROOT / "door" / "Dockerfile").read_text()
+    assert re.search(r"^FROM python:3\.11\.\d+-slim-\w+$", dockerfile, re.M)
+    objects = k8s_objects()
+    pod = objects["Deployment"]["spec"]["template"]["spec"]
+    (container,) = [c for c in pod["containers"] if c["name"] == "door"]
+    assert pod["shareProcessNamespace"] is True
+    assert container["args"][:2] == ["--triton", "127.0.0.1:8001"]
+    assert container["env"][0]["valueFrom"]["secretKeyRef"]["name"] == "door-api-keys"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/health/ready"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/health/live"
+    assert {"name": "door", "port": 8080, "targetPort": "door"} in objects["Service"]["spec"]["ports"]
+    tag = container["image"].rsplit(":", 1)[1]
+    assert {"name": "triton-kit/door", "newName": "triton-kit/door", "newTag": tag} in objects["Kustomization"]["images"]
+
+
+def test_door_image_pins_what_the_door_imports_at_the_serve_venvs_versions():
+    files = list((REPO_ROOT / "door").glob("*.py"))
+    # pytriton is imported only inside kit.control.runtime.triton_dist, which starts Triton: never in the door.
+    needed = {DOOR_IMPORTS.get(module, module) for module in third_party_imports(files) - {"door", "pytriton"}}
+    lines = (REPO_ROOT / "door" / "requirements.txt").read_text().splitlines()
+    pinned = dict(line.split("==") for line in lines if line and not line.startswith("#"))
+    names = {re.sub(r"\[.*\]", "", name).replace("_", "-").lower(): version for name, version in pinned.items()}
+    assert needed <= set(names), f"door/requirements.txt misses {needed - set(names)}"
+    lock = dict(line.split("==") for line in (REPO_ROOT / "requirements" / "serve.lock").read_text().splitlines() if "==" in line)
+    lock = {name.replace("_", "-").lower(): version for name, version in lock.items()}
+    assert {name: version for name, version in names.items() if name in lock} == {
+        name: lock[name] for name in names if name in lock
+    }

@@ -9,20 +9,14 @@ import subprocess
 import sys
 
 import pytest
+from tritonclient.grpc import model_config_pb2 as mc
 
 from export.tensorrt import SetupError, parse_profile, parse_shapes
-from kit.gpu_profile import TRT_CACHE_ROOT, apply_gpu_profile, main as gpu_profile_main, shape_profiles
-from kit.repository import (
-    REPO_ROOT,
-    RepositoryError,
-    build,
-    load_profile,
-    load_source_config,
-    parse_config,
-    profile_configs,
-    render_config,
-)
-from tritonclient.grpc import model_config_pb2 as mc
+from kit.control.configs import REPO_ROOT, RepositoryError, load_source_config, parse_config, render_config
+from kit.control.gpu_profile import TRT_CACHE_ROOT, apply_gpu_profile, shape_profiles
+from kit.control.gpu_profile import main as gpu_profile_main
+from kit.control.profiles import load_profile
+from kit.control.repository import build, profile_configs
 
 GPU_SETTINGS = load_profile("gpu")["models"]
 TOKENS = {point: {"input_ids": [n], "attention_mask": [n]} for point, n in (("min", 1), ("opt", 128), ("max", 512))}
@@ -49,7 +43,7 @@ def test_gpu_configs_agree_with_cpu_on_names_tensors_max_batch_and_batching(gpu_
         cpu, source = cpu_configs[model], load_source_config(model)
         for field in ("name", "output", "max_batch_size"):
             assert getattr(gpu, field) == getattr(cpu, field), (model, field)
-        # The CPU profile may let the ONNX runner take ragged batches (kit.onnx_runner); on GPU the
+        # The CPU profile may let the ONNX runner take ragged batches (kit.runners.onnx); on GPU the
         # native backend keeps the source's inputs.
         assert gpu.input == source.input, model
         for tensor, original in zip(cpu.input, source.input):

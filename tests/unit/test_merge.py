@@ -9,21 +9,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kit.batching.merge import (
+from kit.adapters.artifacts import cost_model
+from kit.pipelines.batching.merge import (
     POLICIES,
     CostModel,
     Request,
     make_planner,
-    padding_waste,
     paddle_accepts,
     plan_cost,
     plan_equal_shapes,
     plan_none,
+    plan_padding_waste,
     plan_paddle,
     segment,
 )
-from kit.batching.padding import pad_group, split_rows
-from kit.images import ImageError, check_images
+from kit.pipelines.batching.padding import pad_group, split_rows
+from kit.pipelines.errors import InputError
+from kit.pipelines.images import check_images
 
 # Shaped like the measured ResNet-50 on 2 cores: a fixed cost per run and a per-image cost that
 # grows with the image (seconds; elements = 3 x side x side).
@@ -90,7 +92,7 @@ def test_cost_model_fits_fixed_and_per_item_costs_and_round_trips_through_json(t
     assert model(1, (800,)) == pytest.approx(0.004 + 0.05 * 2)  # beyond the largest: per item scales
     path = tmp_path / "cost.json"
     path.write_text(json.dumps({"model": model.to_json()}))
-    assert CostModel.load(path) == model
+    assert cost_model(path) == model
 
 
 def test_cost_model_needs_two_batch_sizes_per_size():
@@ -146,10 +148,10 @@ def partitions(items):
             yield [*partition[:k], [first, *partition[k]], *partition[k + 1 :]]
 
 
-def test_padding_waste_counts_padded_elements_of_each_group():
+def test_plan_padding_waste_counts_padded_elements_of_each_group():
     requests = [Request((3, 10, 10)), Request((3, 5, 10), 2), Request((3, 4, 4))]
-    assert padding_waste(requests, [[0, 1], [2]]) == pytest.approx(1 - (300 + 300 + 48) / (900 + 48))
-    assert padding_waste(requests, plan_none(requests, 8)) == 0.0
+    assert plan_padding_waste(requests, [[0, 1], [2]]) == pytest.approx(1 - (300 + 300 + 48) / (900 + 48))
+    assert plan_padding_waste(requests, plan_none(requests, 8)) == 0.0
 
 
 def test_pad_group_pads_bottom_right_with_zeros_and_split_rows_gives_each_its_rows():
@@ -177,10 +179,9 @@ def test_pad_group_pads_bottom_right_with_zeros_and_split_rows_gives_each_its_ro
     ],
 )
 def test_bad_images_are_rejected_with_a_reason(shape, fill, message):
-    with pytest.raises(ImageError, match=message):
+    with pytest.raises(InputError, match=message):
         check_images(np.full(shape, fill, dtype=np.float32), max_pixels=64 * 64)
 
 
 def test_images_at_the_pixel_limit_pass():
     check_images(np.zeros((2, 3, 64, 64), dtype=np.float32), max_pixels=64 * 64)
-

@@ -3,7 +3,16 @@
 import numpy as np
 import pytest
 
-from kit.ocr.detect import MAX_DET_PIXELS, PAD_VALUE, boxes_from_map, bucket_shape, detect, prepare, reading_order, to_original
+from kit.pipelines.ocr.detect import (
+    MAX_DET_PIXELS,
+    PAD_VALUE,
+    boxes_from_map,
+    bucket_shape,
+    detect,
+    prepare,
+    reading_order,
+    to_original,
+)
 
 
 def probability_map(h, w, rects, value=0.9):

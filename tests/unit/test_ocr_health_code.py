@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from kit.ocr.health_code import code_color, find_datetime, find_name, find_qr, find_status, read_health_code
-from kit.ocr.synthetic import COLORS, qr_image
+from kit.pipelines.ocr.health_code import code_color, find_datetime, find_name, find_qr, find_status, read_health_code
+from samples.images import COLORS, qr_image
 
 
 def on_page(qr: Image.Image, jpeg: bool = False) -> np.ndarray:

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from kit.ocr.image import ImageError, decode_image, decode_request_image, image_bytes
-from kit.ocr.synthetic import encode
+from kit.pipelines.errors import InputError
+from kit.pipelines.ocr.image import decode_image, decode_request_image, image_bytes
+from samples.images import encode
 
 
 def picture(width=40, height=20):
@@ -65,34 +66,34 @@ def test_transparency_is_flattened_onto_white():
     ],
 )
 def test_unusable_input_names_the_problem(data, message):
-    with pytest.raises(ImageError, match=message.replace("$", r"\$")):
+    with pytest.raises(InputError, match=message.replace("$", r"\$")):
         decode_image(data)
 
 
 def test_truncated_image_is_an_error_not_a_grey_picture():
     raw = encode(picture(400, 300), "JPEG")
-    with pytest.raises(ImageError, match="truncated"):
+    with pytest.raises(InputError, match="truncated"):
         decode_image(raw[: len(raw) // 2])
 
 
 def test_pixel_limit_is_checked_from_the_header_before_decoding():
     raw = encode(Image.new("L", (3000, 2000)))
-    with pytest.raises(ImageError, match="3000x2000 = 6000000 pixels; the maximum is 5000000"):
+    with pytest.raises(InputError, match="3000x2000 = 6000000 pixels; the maximum is 5000000"):
         decode_image(raw, max_pixels=5_000_000)
 
 
 def test_byte_limits_apply_to_raw_and_base64_text():
     raw = encode(picture(400, 300), "JPEG")
-    with pytest.raises(ImageError, match="maximum is 100 bytes"):
+    with pytest.raises(InputError, match="maximum is 100 bytes"):
         image_bytes(raw, max_bytes=100)
-    with pytest.raises(ImageError, match="maximum is 100 bytes"):
+    with pytest.raises(InputError, match="maximum is 100 bytes"):
         image_bytes(base64.b64encode(raw), max_bytes=100)
 
 
 def test_request_tensor_holds_exactly_one_image():
     data = encode(picture())
     np.testing.assert_array_equal(decode_request_image(np.array([data], dtype=np.object_)), decode_image(data))
-    with pytest.raises(ImageError, match="IMAGE must hold exactly one image, got 2"):
+    with pytest.raises(InputError, match="IMAGE must hold exactly one image, got 2"):
         decode_request_image(np.array([data, data], dtype=np.object_))
-    with pytest.raises(ImageError, match="got 0"):
+    with pytest.raises(InputError, match="got 0"):
         decode_request_image(np.array([], dtype=np.object_))

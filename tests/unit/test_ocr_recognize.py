@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from kit.ocr.recognize import (
+from kit.control.configs import load_source_config
+from kit.pipelines.ocr.recognize import (
     MIN_REC_WIDTH,
     apply_angles,
     cls_batch,
@@ -12,7 +13,6 @@ from kit.ocr.recognize import (
     rec_groups,
     rec_width,
 )
-from kit.repository import load_source_config
 
 CHARS = ["blank", "a", "b", "c", " "]
 BUCKETS = (320, 448, 576, 768, 1280)

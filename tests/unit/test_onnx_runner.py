@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from kit.onnx_runner import OnnxModel, group_by_shape, run_batched
+from kit.runners.batched import group_by_shape, run_batched
+from kit.runners.onnx import OnnxModel
 
 
 @pytest.fixture(scope="module")

@@ -3,13 +3,20 @@
 import numpy as np
 import pytest
 
-from kit.text.corpus import MULTILINGUAL, sample_texts
-from kit.text.radar import InputError, RadarPipeline, decode_text
+from kit.adapters.artifacts import radar_pipeline
+from kit.adapters.settings import RadarSettings
+from kit.pipelines.text.radar import InputError, decode_text
+from samples.texts import MULTILINGUAL, sample_texts
+
+
+def pipeline_with(folder, buckets, max_batch=32):
+    settings = RadarSettings("radar_classifier", 300, 1 << 20, len(buckets), tuple(buckets), max_batch)
+    return radar_pipeline(folder, settings)
 
 
 @pytest.fixture(scope="module")
 def pipeline(radar_artifacts):
-    return RadarPipeline.from_files(radar_artifacts, buckets=[64, 128, 256, 512], max_batch=4)
+    return pipeline_with(radar_artifacts, [64, 128, 256, 512], max_batch=4)
 
 
 def test_plan_puts_every_chunk_in_exactly_one_bucket_group(pipeline):
@@ -54,4 +61,4 @@ def test_decode_text_rejects_bad_input_with_a_clear_message(raw, message):
 
 def test_largest_bucket_must_match_the_token_limit(radar_artifacts):
     with pytest.raises(ValueError, match="largest bucket"):
-        RadarPipeline.from_files(radar_artifacts, buckets=[64, 128])
+        pipeline_with(radar_artifacts, [64, 128])

@@ -10,10 +10,10 @@ from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import InferenceServerException
 
 from clients.triton import RetryPolicy, call_with_retry, call_with_retry_async, is_retryable
-from kit.healthcheck import dead_stubs
-from kit.repository import load_source_config, source_models
-from kit.runtime import ADMIN_APIS, ServerError, Supervisor, restricted_api_args
-from kit.serve import ADMIN_KEY_ENV, admin_key
+from kit.control.configs import load_source_config, source_models
+from kit.control.healthcheck import dead_stubs
+from kit.control.runtime import ADMIN_APIS, ServerError, Supervisor, restricted_api_args
+from kit.control.serve import ADMIN_KEY_ENV, admin_key
 
 
 @pytest.mark.parametrize("model", source_models())
@@ -119,7 +119,7 @@ def test_admin_key_restricts_the_admin_apis_on_both_protocols():
     http, grpc = restricted_api_args("k")
     for arg, flag in ((http, "--http-restricted-api="), (grpc, "--grpc-restricted-protocol=")):
         assert arg.startswith(flag) and arg.endswith(":triton-admin-key=k")
-        assert set(arg[len(flag):].split(":")[0].split(",")) == set(ADMIN_APIS)
+        assert set(arg[len(flag) :].split(":")[0].split(",")) == set(ADMIN_APIS)
     assert "inference" not in ADMIN_APIS and "health" not in ADMIN_APIS
 
 
@@ -132,7 +132,7 @@ class FakeProcess:
 
 
 class FakeServer:
-    """Stands in for kit.runtime.TritonServer (the supervisor's own collaborator, not Triton)."""
+    """Stands in for kit.control.runtime.TritonServer (the supervisor's own collaborator, not Triton)."""
 
     def __init__(self):
         self.process, self.dead, self.ready, self.starts = FakeProcess(), [], True, 0
@@ -161,7 +161,7 @@ def test_supervisor_restarts_for_a_dead_stub_or_exit_at_once_and_for_unreadiness
     assert "exited with code -9" in supervisor.problem()
     server.process.code, server.ready = None, False
     now = [1000.0]
-    monkeypatch.setattr("kit.runtime.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("kit.control.runtime.time.monotonic", lambda: now[0])
     assert supervisor.problem() is None
     now[0] += 11
     assert "not ready" in supervisor.problem()
@@ -170,7 +170,7 @@ def test_supervisor_restarts_for_a_dead_stub_or_exit_at_once_and_for_unreadiness
 def test_supervisor_gives_up_when_restarts_do_not_help(monkeypatch):
     server = FakeServer()
     supervisor = Supervisor(server, max_restarts=2, window=60, log=lambda line: None)
-    monkeypatch.setattr("kit.runtime.time.monotonic", lambda: 5.0)
+    monkeypatch.setattr("kit.control.runtime.time.monotonic", lambda: 5.0)
     supervisor.restart("stub died")
     supervisor.restart("stub died")
     with pytest.raises(ServerError, match="giving up after 2 restarts"):

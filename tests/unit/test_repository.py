@@ -4,15 +4,8 @@ import json
 
 import pytest
 
-from kit.repository import (
-    SOURCE,
-    RepositoryError,
-    build,
-    load_source_config,
-    parse_config,
-    profile_configs,
-    source_models,
-)
+from kit.control.configs import SOURCE, RepositoryError, load_source_config, parse_config, source_models
+from kit.control.repository import build, profile_configs
 
 
 def test_every_source_config_parses_and_is_named_after_its_folder():

@@ -5,16 +5,14 @@ the backbone as one BLS request, all groups in flight at once, and each request 
 import asyncio
 
 import numpy as np
-import triton_python_backend_utils as pb_utils
 
-from kit.backends.adapter import model_settings
-from kit.batching.merge import CostModel, Request, group_shape, make_planner, numel
-from kit.batching.padding import pad_group, split_rows
-from kit.images import ImageError, check_images
-
-
-def error_response(message, code):
-    return pb_utils.InferenceResponse(error=pb_utils.TritonError(message, code))
+from kit.adapters.artifacts import cost_model
+from kit.adapters.settings import Resnet50Settings, model_settings
+from kit.adapters.triton import error_response, infer, input_array, pb, response
+from kit.pipelines.batching.merge import Request, group_shape, make_planner, numel
+from kit.pipelines.batching.padding import pad_group, split_rows
+from kit.pipelines.errors import InputError
+from kit.pipelines.images import check_images
 
 
 class PaddingMetrics:
@@ -22,10 +20,10 @@ class PaddingMetrics:
     and valid vs padding elements, from which the padding waste follows."""
 
     def __init__(self, model):
-        Counter = pb_utils.MetricFamily.COUNTER
-        runs = pb_utils.MetricFamily("padded_batch_runs", "Backbone runs by whether their images had mixed shapes", Counter)
-        items = pb_utils.MetricFamily("padded_batch_items", "Images sent to the backbone", Counter)
-        elements = pb_utils.MetricFamily("padded_batch_elements", "Input elements sent to the backbone, valid or padding", Counter)
+        family, counter = pb().MetricFamily, pb().MetricFamily.COUNTER
+        runs = family("padded_batch_runs", "Backbone runs by whether their images had mixed shapes", counter)
+        items = family("padded_batch_items", "Images sent to the backbone", counter)
+        elements = family("padded_batch_elements", "Input elements sent to the backbone, valid or padding", counter)
         self.families = (runs, items, elements)  # a family must outlive its metrics
         self.runs = {kind: runs.Metric({"model": model, "shapes": kind}) for kind in ("mixed", "uniform")}
         self.items = items.Metric({"model": model})
@@ -43,35 +41,28 @@ class PaddingMetrics:
 
 class TritonPythonModel:
     def initialize(self, args):
-        config, params, version_dir = model_settings(args)
-        self.backbone = params["backbone"]
-        self.max_pixels = int(params["max_image_pixels"])
-        policy = params["merge_policy"]
-        cost = CostModel.load(version_dir / params["cost_model"]) if policy == "cost" else None
+        config, _, _ = model_settings(args)
+        self.settings, version_dir = Resnet50Settings.from_args(args)
+        policy = self.settings.merge_policy
+        cost = cost_model(version_dir / self.settings.cost_model) if policy == "cost" else None
         self.plan = make_planner(policy, int(config["max_batch_size"]), cost)
         self.metrics = PaddingMetrics(args["model_name"])
 
     async def classify(self, images):
         pixel_values, sizes = pad_group(images)
-        request = pb_utils.InferenceRequest(
-            model_name=self.backbone,
-            inputs=[pb_utils.Tensor("pixel_values", pixel_values), pb_utils.Tensor("image_sizes", np.ascontiguousarray(sizes[:, 1:]))],
-            requested_output_names=["probs"],
-        )
-        response = await request.async_exec()
-        if response.has_error():
-            raise RuntimeError(response.error().message())
-        return split_rows(pb_utils.get_output_tensor_by_name(response, "probs").as_numpy(), [len(i) for i in images])
+        inputs = {"pixel_values": pixel_values, "image_sizes": np.ascontiguousarray(sizes[:, 1:])}
+        (probs,) = await infer(self.settings.backbone, inputs, ["probs"])
+        return split_rows(probs, [len(i) for i in images])
 
     async def execute(self, requests):
         responses = [None] * len(requests)
         accepted, images = [], []
         for index, request in enumerate(requests):
-            array = pb_utils.get_input_tensor_by_name(request, "INPUT").as_numpy()
+            array = input_array(request, "INPUT")
             try:
-                check_images(array, self.max_pixels)
-            except ImageError as exc:
-                responses[index] = error_response(str(exc), pb_utils.TritonError.INVALID_ARG)
+                check_images(array, self.settings.max_image_pixels)
+            except InputError as exc:
+                responses[index] = error_response(str(exc), "INVALID_ARG")
                 continue
             accepted.append(index)
             images.append(array)
@@ -81,9 +72,9 @@ class TritonPythonModel:
         for group, result in zip(plan, results):
             if isinstance(result, Exception):
                 for i in group:
-                    responses[accepted[i]] = error_response(f"{self.backbone} failed: {result}", pb_utils.TritonError.UNAVAILABLE)
+                    responses[accepted[i]] = error_response(f"resnet50 failed: {result}", "UNAVAILABLE")
                 continue
             self.metrics.record(shapes, group)
             for i, probs in zip(group, result):
-                responses[accepted[i]] = pb_utils.InferenceResponse([pb_utils.Tensor("PROBS", probs)])
+                responses[accepted[i]] = response({"PROBS": probs})
         return responses

@@ -1,0 +1,76 @@
+"""Measure a padded-image model's run time per (batch, image size) and fit the merge CostModel.
+
+    python -m export.resnet_cost --model artifacts/resnet50/model.onnx --out artifacts/resnet50/cost.json
+
+Runs the ONNX model (inputs `pixel_values` [batch, 3, h, w], `image_sizes` [batch, 2]) in ONNX
+Runtime with the session settings of the kit's runner and the backbone's thread count from the CPU
+profile, on square images of a few sides at a few batch sizes (median of `--repeat` runs after one
+warm-up), and writes the samples and the fitted model. The served path adds a fixed cost per
+backbone call on top (BLS and the Python backend), which this leaves out: merging saves it too, so
+the cost policy errs on the side of not merging.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from kit.control.profiles import load_profile
+from kit.pipelines.batching.merge import CostModel
+from kit.runners.onnx import make_session
+
+SIDES = (64, 128, 176, 224, 288)
+BATCHES = (1, 4)
+
+
+def default_threads(model: str = "resnet50_backbone") -> int:
+    return int(load_profile("cpu")["models"].get(model, {}).get("threads", 1))
+
+
+def measure(path: Path, threads: int, sides=SIDES, batches=BATCHES, repeat: int = 3) -> list[tuple[int, int, float]]:
+    session = make_session(path, threads)
+    rng = np.random.default_rng(0)
+    samples = []
+    for side in sides:
+        for batch in batches:
+            feed = {
+                "pixel_values": rng.standard_normal((batch, 3, side, side), dtype=np.float32),
+                "image_sizes": np.full((batch, 2), side, dtype=np.int64),
+            }
+            session.run(None, feed)
+            times = []
+            for _ in range(repeat):
+                start = time.perf_counter()
+                session.run(None, feed)
+                times.append(time.perf_counter() - start)
+            samples.append((batch, 3 * side * side, statistics.median(times)))
+            print(f"  {batch} x {side}x{side}: {1000 * samples[-1][2]:.1f} ms", file=sys.stderr, flush=True)
+    return samples
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", type=Path, required=True, help="the padded-image ONNX model")
+    parser.add_argument("--out", type=Path, required=True, help="cost.json to write")
+    parser.add_argument("--threads", type=int, default=None, help="intra-op threads (default: the CPU profile's)")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    threads = args.threads or default_threads()
+    samples = measure(args.model, threads, repeat=args.repeat)
+    model = CostModel.fit(samples)
+    args.out.write_text(json.dumps({"model": model.to_json(), "threads": threads, "samples": samples}, indent=2) + "\n")
+    print(
+        f"wrote {args.out}: fixed ms {[round(1000 * f, 2) for f in model.fixed]}, "
+        f"per item ms {[round(1000 * p, 2) for p in model.per_item]} at {threads} thread(s)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

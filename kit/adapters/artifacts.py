@@ -1,0 +1,33 @@
+"""Load what the export wrote into a model's version folder (or an export folder) into pipelines.
+
+OCR's loader is in kit.adapters.ocr, so that RADAR and ResNet adapters do not load OpenCV."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tokenizers import Tokenizer
+
+from kit.adapters.settings import RadarSettings
+from kit.pipelines.batching.merge import CostModel
+from kit.pipelines.text.radar import RadarPipeline
+
+
+def radar_pipeline(folder: Path, settings: RadarSettings) -> RadarPipeline:
+    """RADAR from `tokenizer.json` and `export.json` (token limit, pad id, the AI label's index)."""
+    meta = json.loads((folder / "export.json").read_text())
+    return RadarPipeline(
+        Tokenizer.from_file(str(folder / "tokenizer.json")),
+        max_tokens=int(meta["max_tokens"]),
+        pad_id=int(meta["pad_token_id"]),
+        buckets=list(settings.buckets),
+        max_chars=settings.max_chars,
+        max_batch=settings.max_batch,
+        ai_label_index=int(meta.get("ai_label_index", 0)),
+    )
+
+
+def cost_model(path: Path) -> CostModel:
+    """The merge policy's cost model as export.resnet_cost measured it."""
+    return CostModel.from_json(json.loads(Path(path).read_text())["model"])

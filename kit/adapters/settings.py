@@ -1,0 +1,197 @@
+"""Typed settings of every Python-backend model, read from its config's `parameters` one way.
+
+Triton hands a model its config as JSON whose parameters are strings. Each model declares a
+dataclass here; `from_parameters` converts every field by its type and refuses unknown and
+missing keys, so a typo in a config fails when the repository is built (kit.control.repository
+parses every model's settings) instead of being ignored at load. A field whose type is itself a
+dataclass (a pipeline's own settings) takes its fields from the same flat parameters. Plain
+Python: the control plane and the benchmarks read built configs with the same classes.
+"""
+
+from __future__ import annotations
+
+import json
+import typing
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from kit.pipelines.batching.merge import POLICIES
+from kit.pipelines.ocr.settings import OcrSettings
+
+S = TypeVar("S", bound="Settings")
+TRUE, FALSE = ("true", "1", "yes"), ("false", "0", "no")
+ONNX_PROVIDERS = ("CPUExecutionProvider", "CUDAExecutionProvider", "TensorrtExecutionProvider")
+TORCH_DTYPES = ("fp16", "fp32")
+
+
+class SettingsError(ValueError):
+    """A model's parameters do not fit its settings; the message names the model and the key."""
+
+
+def model_settings(args: dict) -> tuple[dict, dict[str, str], Path]:
+    """The model's config, its string parameters and its version folder, from initialize's `args`."""
+    config = json.loads(args["model_config"])
+    params = {key: value["string_value"] for key, value in config.get("parameters", {}).items()}
+    return config, params, Path(args["model_repository"]) / args["model_version"]
+
+
+def convert(text: str, kind: object, key: str) -> object:
+    try:
+        if kind is bool:
+            if text.lower() not in TRUE + FALSE:
+                raise ValueError(f"not one of {TRUE + FALSE}")
+            return text.lower() in TRUE
+        if kind == tuple[int, ...]:
+            return tuple(int(v) for v in text.split(",") if v.strip())
+        return kind(text)  # type: ignore[operator]
+    except ValueError as exc:
+        raise SettingsError(f"parameter {key}={text!r}: {exc}") from None
+
+
+def keys(cls: type) -> set[str]:
+    """The parameter names a settings dataclass reads, nested dataclasses flattened."""
+    hints = typing.get_type_hints(cls)
+    return {key for f in fields(cls) for key in (keys(hints[f.name]) if is_dataclass(hints[f.name]) else {f.name})}
+
+
+def parse(cls: type[S], params: dict[str, str]) -> S:
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for f in fields(cls):
+        kind = hints[f.name]
+        if is_dataclass(kind):
+            values[f.name] = parse(kind, params)
+        elif f.name in params:
+            values[f.name] = convert(params[f.name], kind, f.name)
+        elif f.default is MISSING and f.default_factory is MISSING:
+            raise SettingsError(f"{cls.__name__}: parameter {f.name!r} is missing")
+    return cls(**values)
+
+
+class Settings:
+    """Base of every model's settings dataclass."""
+
+    @classmethod
+    def from_parameters(cls: type[S], params: dict[str, str]) -> S:
+        known = keys(cls)
+        unknown = sorted(set(params) - known)
+        if unknown:
+            raise SettingsError(f"{cls.__name__}: unknown parameters {unknown} (known: {sorted(known)})")
+        return parse(cls, params)
+
+    @classmethod
+    def from_args(cls: type[S], args: dict) -> tuple[S, Path]:
+        """The settings and version folder of the model Triton is initialising."""
+        _, params, version_dir = model_settings(args)
+        return cls.from_parameters(params), version_dir
+
+
+@dataclass(frozen=True)
+class RadarSettings(Settings):
+    """`buckets` and `max_batch` are written by the repository builder (kit.control.derived): the
+    buckets chosen for `bucket_count` from the export's token lengths, and the classifier's
+    max_batch_size, so that a chunk group always fits one classifier request."""
+
+    classifier: str
+    max_chars: int
+    max_text_bytes: int
+    bucket_count: int
+    buckets: tuple[int, ...]
+    max_batch: int
+
+
+@dataclass(frozen=True)
+class OcrModelSettings(Settings):
+    det_model: str
+    cls_model: str
+    rec_model: str
+    max_image_bytes: int
+    max_pixels: int
+    pipeline: OcrSettings = field(default_factory=OcrSettings)
+
+
+@dataclass(frozen=True)
+class HealthCodeSettings(OcrModelSettings):
+    """The OCR settings, inherited at build time from the model `parameters_from` names (`ocr`), so
+    that both read text alike."""
+
+    parameters_from: str = ""
+
+
+@dataclass(frozen=True)
+class Resnet50Settings(Settings):
+    backbone: str
+    merge_policy: str
+    cost_model: str
+    max_image_pixels: int
+
+    def __post_init__(self) -> None:
+        if self.merge_policy not in POLICIES:
+            raise SettingsError(f"merge_policy {self.merge_policy!r} is not one of {POLICIES}")
+
+
+def require_cpu_inputs(force_cpu_only_input_tensors: bool) -> None:
+    """The runners read inputs with `as_numpy`, which needs them in CPU memory."""
+    if not force_cpu_only_input_tensors:
+        raise SettingsError("FORCE_CPU_ONLY_INPUT_TENSORS must stay yes: the runners read their inputs as numpy arrays")
+
+
+@dataclass(frozen=True)
+class OnnxRunnerSettings(Settings):
+    """The runner of an ONNX model (kit/adapters/onnx_runner_model.py): ONNX Runtime's CPU provider, or
+    the CUDA / TensorRT one where onnxruntime-gpu is installed (on the instance's GPU).
+    FORCE_CPU_ONLY_INPUT_TENSORS is the Python backend's own parameter (default yes), declared so
+    that the check accepts it where a profile states it."""
+
+    onnx_model: str
+    intra_op_threads: int
+    provider: str = "CPUExecutionProvider"
+    FORCE_CPU_ONLY_INPUT_TENSORS: bool = True
+
+    def __post_init__(self) -> None:
+        require_cpu_inputs(self.FORCE_CPU_ONLY_INPUT_TENSORS)
+        if self.provider not in ONNX_PROVIDERS:
+            raise SettingsError(f"provider {self.provider!r} is not one of {ONNX_PROVIDERS}")
+
+
+@dataclass(frozen=True)
+class TorchRunnerSettings(Settings):
+    """The PyTorch runner of a checkpoint folder (kit/adapters/torch_runner_model.py). `device` cuda
+    means the GPU Triton placed the instance on; `cuda_graphs` is how many input shapes may have a
+    captured graph (kit.runners.torch). FORCE_CPU_ONLY_INPUT_TENSORS as for the ONNX runner: the
+    stub's CUDA runtime and PyTorch's need not match, so inputs cross in CPU memory."""
+
+    torch_model: str
+    dtype: str = "fp32"
+    device: str = "cpu"
+    cuda_graphs: int = 0
+    FORCE_CPU_ONLY_INPUT_TENSORS: bool = True
+
+    def __post_init__(self) -> None:
+        require_cpu_inputs(self.FORCE_CPU_ONLY_INPUT_TENSORS)
+        if self.dtype not in TORCH_DTYPES:
+            raise SettingsError(f"dtype {self.dtype!r} is not one of {TORCH_DTYPES}")
+        if self.device not in ("cuda", "cpu"):
+            raise SettingsError(f"device {self.device!r} is neither cuda nor cpu")
+        if self.dtype == "fp16" and self.device == "cpu":
+            raise SettingsError("dtype fp16 needs device cuda: the runner refuses half precision on the CPU")
+        if self.cuda_graphs < 0:
+            raise SettingsError(f"cuda_graphs {self.cuda_graphs} must be a count of shapes, 0 for none")
+
+
+SETTINGS: dict[str, type[Settings]] = {
+    "radar": RadarSettings,
+    "ocr": OcrModelSettings,
+    "health_code": HealthCodeSettings,
+    "resnet50": Resnet50Settings,
+}
+
+
+RUNNER_SETTINGS: dict[str, type[Settings]] = {"onnx_model": OnnxRunnerSettings, "torch_model": TorchRunnerSettings}
+
+
+def settings_class(model: str, params: dict[str, str]) -> type[Settings] | None:
+    """The settings of a Python-backend model: a runner's (by its model parameter), or its own; None for a model without."""
+    runners = [kind for key, kind in RUNNER_SETTINGS.items() if key in params]
+    return runners[0] if runners else SETTINGS.get(model)

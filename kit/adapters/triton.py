@@ -1,0 +1,64 @@
+"""The one place where model.py files meet Triton's Python backend: errors, responses and BLS calls.
+
+`triton_python_backend_utils` exists only inside a stub, so it is imported when first used; the
+module stays importable (and its users testable for imports) outside one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import numpy as np
+
+from kit.pipelines.errors import InputError
+
+
+def pb():
+    import triton_python_backend_utils
+
+    return triton_python_backend_utils
+
+
+class ModelCallError(RuntimeError):
+    """A BLS request to another model of the server failed; the message names the model."""
+
+
+def error_response(message: str, code: str = "INVALID_ARG"):
+    """An error for this request alone; `code` is a TritonError code name (INVALID_ARG, UNAVAILABLE, INTERNAL)."""
+    utils = pb()
+    return utils.InferenceResponse(error=utils.TritonError(message, getattr(utils.TritonError, code)))
+
+
+def response(outputs: dict[str, np.ndarray]):
+    utils = pb()
+    return utils.InferenceResponse([utils.Tensor(name, value) for name, value in outputs.items()])
+
+
+def input_array(request, name: str) -> np.ndarray:
+    return pb().get_input_tensor_by_name(request, name).as_numpy()
+
+
+async def infer(model: str, inputs: dict[str, np.ndarray], outputs: list[str], trace=None) -> list[np.ndarray]:
+    """One BLS request to `model` of this server; its outputs in the order asked for."""
+    utils = pb()
+    request = utils.InferenceRequest(
+        model_name=model,
+        inputs=[utils.Tensor(name, value) for name, value in inputs.items()],
+        requested_output_names=outputs,
+        **({"trace": trace} if trace is not None else {}),
+    )
+    result = await request.async_exec()
+    if result.has_error():
+        raise ModelCallError(f"{model}: {result.error().message()}")
+    return [utils.get_output_tensor_by_name(result, name).as_numpy() for name in outputs]
+
+
+async def answer(handle: Callable[[object], Awaitable[dict[str, np.ndarray]]], request, model: str):
+    """`handle(request)`'s outputs as a response. Bad input fails as INVALID_ARG; a refused or failed
+    call to another model as UNAVAILABLE, which clients retry (Triton refuses overload that way)."""
+    try:
+        return response(await handle(request))
+    except InputError as exc:
+        return error_response(str(exc), "INVALID_ARG")
+    except ModelCallError as exc:
+        return error_response(f"{model} failed: {exc}", "UNAVAILABLE")

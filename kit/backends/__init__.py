@@ -1,1 +1,0 @@
-"""Files that the repository builder installs as a model's `model.py`."""

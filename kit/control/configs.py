@@ -1,0 +1,55 @@
+"""The committed model sources: where they are, and Triton's own protobuf schema to read and write them.
+
+Every config is parsed and written through `model_config_pb2`, so a built repository cannot hold a
+config that Triton would reject as malformed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2 as mc
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SOURCE = REPO_ROOT / "model_repository"
+ARTIFACTS = REPO_ROOT / "artifacts"
+
+
+class RepositoryError(Exception):
+    """The repository cannot be built: a source, profile or artifact is missing or invalid."""
+
+
+def parse_config(text: str) -> mc.ModelConfig:
+    return text_format.Parse(text, mc.ModelConfig())
+
+
+def render_config(config: mc.ModelConfig) -> str:
+    return text_format.MessageToString(config)
+
+
+def copy_config(config: mc.ModelConfig) -> mc.ModelConfig:
+    return mc.ModelConfig.FromString(config.SerializeToString())
+
+
+def load_source_config(model: str, source: Path = SOURCE) -> mc.ModelConfig:
+    path = source / model / "config.pbtxt"
+    try:
+        config = parse_config(path.read_text())
+    except text_format.ParseError as exc:
+        raise RepositoryError(f"{path}: {exc}") from exc
+    if config.name != model:
+        raise RepositoryError(f"{path}: name {config.name!r} does not match its folder {model!r}")
+    return config
+
+
+def source_models(source: Path = SOURCE) -> list[str]:
+    return sorted(p.parent.name for p in source.glob("*/config.pbtxt"))
+
+
+def parameters(config: mc.ModelConfig) -> dict[str, str]:
+    return {key: value.string_value for key, value in config.parameters.items()}
+
+
+def set_parameter(config: mc.ModelConfig, key: str, value) -> None:
+    config.parameters[key].string_value = str(value)

@@ -1,0 +1,62 @@
+"""Parameters the repository builder computes from other configs and from the exported files.
+
+Three rules, each keyed by a parameter of the committed config, not by model name:
+
+- `parameters_from: MODEL`: every parameter of MODEL's config that this config does not set
+  (health_code reads text with `ocr`'s settings, from the one source).
+- `bucket_count: N`: `buckets`, the N length buckets that waste the least padding on the token
+  lengths the export measured (token_lengths.json in the version folder), for this config's
+  `max_chars`; the export must have measured them at the same `max_chars`.
+- `classifier: MODEL`: `max_batch`, MODEL's max_batch_size, so that one group of chunks always
+  fits one request to it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tritonclient.grpc import model_config_pb2 as mc
+
+from kit.control.configs import RepositoryError, parameters
+from kit.pipelines.text.radar import length_buckets
+
+TOKEN_LENGTHS = "token_lengths.json"
+
+
+def inherited(config: mc.ModelConfig, configs: dict[str, mc.ModelConfig]) -> dict[str, str]:
+    own = parameters(config)
+    source = configs.get(own["parameters_from"])
+    if source is None:
+        raise RepositoryError(f"{config.name}: parameters_from names {own['parameters_from']!r}, which is not in the repository")
+    return {key: value for key, value in parameters(source).items() if key not in own}
+
+
+def buckets(config: mc.ModelConfig, files: dict[str, Path]) -> dict[str, str]:
+    own = parameters(config)
+    if TOKEN_LENGTHS not in files:
+        raise RepositoryError(f"{config.name}: bucket_count needs the export's {TOKEN_LENGTHS} (run `make export`)")
+    sample = json.loads(files[TOKEN_LENGTHS].read_text())
+    if int(own["max_chars"]) != sample["max_chars"]:
+        raise RepositoryError(
+            f"{config.name}: max_chars {own['max_chars']} differs from the {sample['max_chars']} the export measured "
+            f"token lengths at; re-export with --max-chars {own['max_chars']}"
+        )
+    chosen = length_buckets(sample["lengths"], int(own["bucket_count"]), sample["max_tokens"])
+    return {"buckets": ",".join(map(str, chosen))}
+
+
+def derived_parameters(config: mc.ModelConfig, configs: dict[str, mc.ModelConfig], files: dict[str, Path]) -> dict[str, str]:
+    """What to add to `config`'s parameters; `files`: the model's artifacts by file name."""
+    own = parameters(config)
+    derived: dict[str, str] = {}
+    if "parameters_from" in own:
+        derived.update(inherited(config, configs))
+    if "bucket_count" in own:
+        derived.update(buckets(config, files))
+    if "classifier" in own:
+        classifier = configs.get(own["classifier"])
+        if classifier is None:
+            raise RepositoryError(f"{config.name}: classifier {own['classifier']!r} is not in the repository")
+        derived["max_batch"] = str(classifier.max_batch_size)
+    return derived

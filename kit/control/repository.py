@@ -1,0 +1,145 @@
+"""Build a runnable Triton model repository from the committed sources and a deployment profile.
+
+`model_repository/<model>/config.pbtxt` is the one source of truth for every model (its canonical,
+GPU-native form). A profile (`model_repository/profiles/<name>.json`) only changes placement,
+backend and batching, through its target's applier (kit.control.cpu_profile, gpu_profile,
+gpu_embedded_profile). The builder then adds the parameters computed from other configs and the
+exports (kit.control.derived) and checks every Python-backend model's parameters against its typed
+settings (kit.adapters.settings).
+
+    python -m kit.control.repository build --profile cpu --out build/repository/cpu
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from tritonclient.grpc import model_config_pb2 as mc
+
+from kit.adapters.settings import SettingsError, settings_class
+from kit.control.configs import (
+    ARTIFACTS,
+    SOURCE,
+    RepositoryError,
+    load_source_config,
+    parameters,
+    render_config,
+    set_parameter,
+    source_models,
+)
+from kit.control.cpu_profile import apply_cpu_profile
+from kit.control.derived import derived_parameters
+from kit.control.gpu_embedded_profile import apply_gpu_embedded_profile
+from kit.control.gpu_profile import apply_gpu_profile
+from kit.control.profiles import load_profile
+
+ADAPTERS = Path(__file__).resolve().parents[1] / "adapters"
+# The runner installed as model.py, by the parameter that names the model file it serves.
+RUNNERS = {"onnx_model": ADAPTERS / "onnx_runner_model.py", "torch_model": ADAPTERS / "torch_runner_model.py"}
+APPLIERS = {"cpu": apply_cpu_profile, "gpu": apply_gpu_profile, "gpu-embedded": apply_gpu_embedded_profile}
+
+
+def profile_configs(profile: str, source: Path = SOURCE, spec: dict | None = None) -> dict[str, mc.ModelConfig]:
+    """Every model's config for `profile`, derived from the committed sources.
+
+    `spec` replaces the profile file's contents (the perf kit builds variants of a profile this way).
+    """
+    spec = load_profile(profile, source) if spec is None else spec
+    apply = APPLIERS.get(profile)
+    if apply is None:
+        raise RepositoryError(f"profile {profile!r} has no applier (known: {', '.join(APPLIERS)})")
+    models = source_models(source)
+    unknown = set(spec["models"]) - set(models)
+    if unknown:
+        raise RepositoryError(f"profile {profile!r} names unknown models: {sorted(unknown)}")
+    return {m: apply(load_source_config(m, source), spec["models"].get(m, {})) for m in models}
+
+
+def artifact_files(model: str, artifacts: Path, manifest: dict) -> dict[str, Path]:
+    """The export files `model` takes (artifacts.json), by file name; a missing required one is an error."""
+    entry = manifest["models"].get(model, {})
+    files = {}
+    for rel in entry.get("files", []) + entry.get("optional", []):
+        path = artifacts / rel
+        if path.exists():
+            files[path.name] = path
+        elif rel in entry.get("files", []):
+            raise RepositoryError(f"{model} needs {path}; run `make export` first")
+    return files
+
+
+def check_settings(model: str, config: mc.ModelConfig) -> None:
+    if config.backend != "python":
+        return
+    params = parameters(config)
+    kind = settings_class(model, params)
+    if kind is None:
+        raise RepositoryError(f"{model}: a Python-backend model without typed settings in kit.adapters.settings")
+    try:
+        kind.from_parameters(params)
+    except SettingsError as exc:
+        raise RepositoryError(f"{model}: {exc}") from None
+
+
+def resolved(
+    profile: str, artifacts: Path = ARTIFACTS, source: Path = SOURCE, spec: dict | None = None
+) -> tuple[dict[str, mc.ModelConfig], dict[str, dict[str, Path]]]:
+    """The configs a build writes (profile applied, parameters derived and checked), and each model's files."""
+    configs = profile_configs(profile, source, spec)
+    manifest = json.loads((source / "artifacts.json").read_text())
+    files = {model: artifact_files(model, artifacts, manifest) for model in configs}
+    for model, config in configs.items():
+        for key, value in derived_parameters(config, configs, files[model]).items():
+            set_parameter(config, key, value)
+        check_settings(model, config)
+    return configs, files
+
+
+def build(
+    profile: str, out: Path, artifacts: Path = ARTIFACTS, source: Path = SOURCE, spec: dict | None = None
+) -> dict[str, mc.ModelConfig]:
+    """Write a fresh repository for `profile` (or its variant `spec`) into `out` and return its configs."""
+    configs, files = resolved(profile, artifacts, source, spec)
+    if out.exists():
+        shutil.rmtree(out)
+    for model, config in configs.items():
+        version_dir = out / model / "1"
+        version_dir.mkdir(parents=True)
+        for name, path in files[model].items():
+            (version_dir / name).symlink_to(path.resolve())
+        model_py = source / model / "1" / "model.py"
+        runners = [path for key, path in RUNNERS.items() if key in config.parameters]
+        if model_py.is_file():
+            shutil.copy2(model_py, version_dir / "model.py")
+        elif runners:
+            shutil.copy2(runners[0], version_dir / "model.py")
+        (out / model / "config.pbtxt").write_text(render_config(config))
+    return configs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="build a runnable repository for a profile")
+    b.add_argument("--profile", default="cpu")
+    b.add_argument("--out", type=Path, required=True)
+    b.add_argument("--artifacts", type=Path, default=ARTIFACTS)
+    args = parser.parse_args(argv)
+    try:
+        configs = build(args.profile, args.out, args.artifacts)
+    except RepositoryError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for model, config in configs.items():
+        groups = ", ".join(f"{g.count}x {mc.ModelInstanceGroup.Kind.Name(g.kind)}" for g in config.instance_group)
+        print(f"  {model:<20} backend={config.backend:<12} max_batch={config.max_batch_size:<3} instances={groups}")
+    print(f"built {args.profile} repository in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,353 @@
+"""Run the Triton server that ships inside the `nvidia-pytriton` wheel, with no Docker and no GPU.
+
+Used by `make serve` and by the test fixture alike, so that what the tests start is what users run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import ipaddress
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+
+class ServerError(RuntimeError):
+    """The embedded server could not be found, prepared or started."""
+
+
+# A `tritonserver` tree laid out as in the pytriton wheel, for a host without pytriton (perf/gpu/carry.py repacks one).
+DIST_ENV = "KIT_TRITON_DIST"
+
+
+def triton_dist() -> Path:
+    """The `tritonserver` distribution: the tree KIT_TRITON_DIST names, else the one in the installed pytriton wheel."""
+    if os.environ.get(DIST_ENV):
+        dist = Path(os.environ[DIST_ENV])
+    else:
+        try:
+            import pytriton
+        except ImportError as exc:
+            raise ServerError(
+                f"nvidia-pytriton is not installed in this Python and {DIST_ENV} is not set; run `make serve` "
+                "(it creates the serving venv)"
+            ) from exc
+        dist = Path(pytriton.__file__).parent / "tritonserver"
+    if not (dist / "bin" / "tritonserver").is_file():
+        raise ServerError(f"no tritonserver binary under {dist}")
+    return dist
+
+
+def install_python_stub(dist: Path) -> Path:
+    """Put the Python-backend stub for the running Python where the backend looks for it.
+
+    The wheel ships one stub per Python version; the backend only looks in its own folder. The stub
+    stays inside the wheel's tree so that its relative library path still finds the bundled libs.
+    """
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    source = dist / "python_backend_stubs" / version / "triton_python_backend_stub"
+    if not source.is_file():
+        raise ServerError(f"the pytriton wheel has no Python-backend stub for Python {version}")
+    target = dist / "backends" / "python" / "triton_python_backend_stub"
+    if not target.is_file() or target.stat().st_size != source.stat().st_size:
+        shutil.copy2(source, target)
+    return target
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+# Endpoints that change or reveal server state rather than serve inference: with an admin key set,
+# they answer only requests that carry the key in this header (HTTP) or metadata key (gRPC).
+ADMIN_APIS = ("model-repository", "logging", "trace", "shared-memory", "statistics")
+ADMIN_HEADER = "triton-admin-key"
+GRPC_ADMIN_HEADER = f"triton-grpc-protocol-{ADMIN_HEADER}"  # Triton prefixes gRPC restriction headers
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass
+class ServerOptions:
+    """How to start the server. Defaults follow Triton's ports on loopback.
+
+    `admin_key`: when set, the ADMIN_APIS need the ADMIN_HEADER with this value (see kit.control.serve).
+    `gpu_metrics`: Triton's GPU utilisation and memory metrics (DCGM), for a server with GPU models.
+    """
+
+    repository: Path
+    host: str = "127.0.0.1"
+    http_port: int = 8000
+    grpc_port: int = 8001
+    metrics_port: int = 8002
+    log_verbose: int = 0
+    admin_key: str | None = None
+    gpu_metrics: bool = False
+    extra_args: list[str] = field(default_factory=list)
+
+    @classmethod
+    def on_free_ports(cls, repository: Path, **kwargs) -> ServerOptions:
+        return cls(repository, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(), **kwargs)
+
+    @property
+    def http_url(self) -> str:
+        return f"{self.host}:{self.http_port}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"{self.host}:{self.grpc_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{self.host}:{self.metrics_port}/metrics"
+
+
+def server_command(dist: Path, options: ServerOptions) -> list[str]:
+    return [
+        str(dist / "bin" / "tritonserver"),
+        f"--model-repository={options.repository}",
+        f"--backend-directory={dist / 'backends'}",
+        f"--cache-directory={dist / 'caches'}",
+        f"--http-address={options.host}",
+        f"--http-port={options.http_port}",
+        f"--grpc-address={options.host}",
+        f"--grpc-port={options.grpc_port}",
+        f"--metrics-address={options.host}",
+        f"--metrics-port={options.metrics_port}",
+        # Models are fixed at start: clients cannot load or unload them.
+        "--model-control-mode=none",
+        "--strict-readiness=true",
+        "--exit-on-error=true",
+        f"--allow-gpu-metrics={str(options.gpu_metrics).lower()}",
+        f"--log-verbose={options.log_verbose}",
+        *restricted_api_args(options.admin_key),
+        *options.extra_args,
+    ]
+
+
+def restricted_api_args(admin_key: str | None) -> list[str]:
+    if admin_key is None:
+        return []
+    restriction = f"{','.join(ADMIN_APIS)}:{ADMIN_HEADER}={admin_key}"
+    return [f"--http-restricted-api={restriction}", f"--grpc-restricted-protocol={restriction}"]
+
+
+def server_env() -> dict[str, str]:
+    """The stub takes its packages from the first `python3` on PATH: make it this venv's."""
+    env = os.environ.copy()
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+STUB_NAME = "triton_python_backend_stub"
+SHM_PREFIX = "triton_python_backend_shm_region"
+
+
+@dataclass
+class Stub:
+    """One Python-backend stub process: a model instance (e.g. `radar_classifier_0_1`) runs in it."""
+
+    process: psutil.Process
+    instance: str
+    shm_region: str | None
+
+    @classmethod
+    def from_process(cls, process: psutil.Process) -> Stub | None:
+        try:
+            args = process.cmdline()
+        except psutil.Error:
+            return None
+        if not args or Path(args[0]).name != STUB_NAME or len(args) < 3:
+            return None
+        # argv: stub, model.py, shm region, shm sizes, parent pid, backend dir, ..., instance name, runtime
+        region = next((a for a in args if a.startswith(SHM_PREFIX)), None)
+        return cls(process, args[-2], region)
+
+    def alive(self) -> bool:
+        try:
+            return self.process.is_running() and self.process.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+
+class TritonServer:
+    """A `tritonserver` child process; a context manager that waits for readiness and stops cleanly."""
+
+    def __init__(self, options: ServerOptions, log_path: Path | None = None):
+        self.options = options
+        self.log_path = log_path
+        self.process: subprocess.Popen | None = None
+        self.stubs: list[Stub] = []
+        self._log_file = None
+
+    def start(self, timeout: float = 180.0) -> TritonServer:
+        dist = triton_dist()
+        install_python_stub(dist)
+        if self.log_path is not None:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self._log_file = open(self.log_path, "ab")
+        self.process = subprocess.Popen(
+            server_command(dist, self.options),
+            env=server_env(),
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT if self._log_file else None,
+            start_new_session=True,
+        )
+        self.wait_ready(timeout)
+        # With --strict-readiness every model instance is up once the server is ready: these stubs are all.
+        children = psutil.Process(self.process.pid).children()
+        self.stubs = [stub for stub in map(Stub.from_process, children) if stub is not None]
+        return self
+
+    def is_ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://{self.options.http_url}/v2/health/ready", timeout=2) as response:
+                return response.status == 200
+        except (OSError, http.client.HTTPException):  # refused, reset, timed out, or cut off mid-answer
+            return False
+
+    def dead_stubs(self) -> list[str]:
+        """Instances whose stub process died. Triton >= 24.06 does not restart them and keeps
+        reporting the server and the model ready, while requests sent to that instance fail."""
+        return [stub.instance for stub in self.stubs if not stub.alive()]
+
+    def wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise ServerError(f"tritonserver exited with code {self.process.returncode}{self._log_hint()}")
+            if self.is_ready():
+                return
+            time.sleep(0.25)
+        self.stop()
+        raise ServerError(f"tritonserver was not ready within {timeout:.0f} s{self._log_hint()}")
+
+    def _log_hint(self) -> str:
+        return f"; see {self.log_path}" if self.log_path else ""
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGINT lets Triton unload models and stop its stubs; SIGKILL only if it hangs (it waits out
+        its whole exit timeout when a stub has died)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self._reap_stubs()
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+    def _reap_stubs(self, wait: float = 5.0) -> None:
+        """Once the server is gone its stubs should exit by themselves, but one busy when the server
+        was killed can outlive it (seen: orphans still running minutes later), so survivors are killed.
+        A stub removes its /dev/shm region when it exits, unless it was killed: then the region
+        (1 MiB or more per instance) would stay until reboot, so it is removed here."""
+        deadline = time.monotonic() + wait
+        while any(stub.alive() for stub in self.stubs) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for stub in self.stubs:
+            if stub.alive():
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    stub.process.kill()
+        for stub in self.stubs:
+            if stub.shm_region:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(f"/dev/shm/{stub.shm_region}")
+        self.stubs = []
+
+    def __enter__(self) -> TritonServer:
+        return self.start() if self.process is None else self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class Supervisor:
+    """Keeps the server healthy: restarts it when its process exits, when it has not been ready for
+    `grace` seconds, or as soon as a Python stub dies (nothing else would bring that instance back).
+
+    Restarts are bounded: more than `max_restarts` within `window` seconds raises ServerError, so a
+    server that cannot stay up fails loudly instead of flapping forever.
+    """
+
+    def __init__(
+        self,
+        server: TritonServer,
+        poll: float = 1.0,
+        grace: float = 10.0,
+        stop_timeout: float = 5.0,
+        max_restarts: int = 5,
+        window: float = 600.0,
+        log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+    ):
+        self.server = server
+        self.poll = poll
+        self.grace = grace
+        self.stop_timeout = stop_timeout
+        self.max_restarts = max_restarts
+        self.window = window
+        self.log = log
+        self.restarts: list[float] = []
+        self._unready_since: float | None = None
+
+    def problem(self) -> str | None:
+        """Why the server needs a restart now, or None while it is healthy (or still within grace)."""
+        code = self.server.process.poll()
+        if code is not None:
+            return f"tritonserver exited with code {code}"
+        dead = self.server.dead_stubs()
+        if dead:
+            return f"Python stub of {', '.join(dead)} died"
+        if self.server.is_ready():
+            self._unready_since = None
+            return None
+        now = time.monotonic()
+        self._unready_since = self._unready_since or now
+        return f"not ready for {self.grace:.0f} s" if now - self._unready_since >= self.grace else None
+
+    def restart(self, reason: str) -> None:
+        now = time.monotonic()
+        self.restarts = [t for t in self.restarts if now - t < self.window] + [now]
+        if len(self.restarts) > self.max_restarts:
+            raise ServerError(f"{reason}; giving up after {self.max_restarts} restarts within {self.window:.0f} s")
+        self.log(f"supervisor: {reason}; restarting tritonserver")
+        self._unready_since = None
+        self.server.stop(self.stop_timeout)
+        try:
+            self.server.start()
+        except ServerError as exc:  # seen again at the next poll, and counted
+            self.log(f"supervisor: restart failed: {exc}")
+            return
+        self.log("supervisor: tritonserver is ready again")
+
+    def run(self, stop: threading.Event | None = None) -> None:
+        """Check every `poll` seconds until `stop` is set (forever when None)."""
+        stop = stop or threading.Event()
+        while not stop.wait(self.poll):
+            reason = self.problem()
+            if reason is not None:
+                self.restart(reason)

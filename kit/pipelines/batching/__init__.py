@@ -1,0 +1,1 @@
+"""Batching: length buckets, padding of mixed shapes, and merge policies."""

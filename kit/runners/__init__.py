@@ -1,0 +1,1 @@
+"""Model runners outside Triton: ONNX Runtime sessions, batched the way Triton would batch them."""

@@ -1,0 +1,72 @@
+"""ONNX Runtime outside Triton's own backends: the kit's runner and in-process engines.
+
+`OnnxModel` is what the runner (kit/adapters/onnx_runner_model.py) serves, batched by
+kit.runners.batched as the native backend would batch it. `OcrEngines` runs the three exported OCR
+models in this process (tests, baselines, the limit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from kit.runners.batched import Inputs
+
+CPU = "CPUExecutionProvider"
+
+
+def make_session(path: Path, threads: int, provider: str = CPU, device_id: int = 0) -> ort.InferenceSession:
+    """A session pinned to `threads`: on a shared CPU, instances x threads is the layout knob.
+
+    Another `provider` (CUDAExecutionProvider, TensorrtExecutionProvider) runs on GPU `device_id`,
+    with the CPU for the nodes it lacks. ONNX Runtime would fall back to the CPU silently when the
+    provider is not in its build (the CPU-only `onnxruntime` wheel), so that is refused here.
+    """
+    if provider not in ort.get_available_providers():
+        raise RuntimeError(
+            f"{provider} is not in this onnxruntime build ({ort.get_available_providers()}); it needs onnxruntime-gpu"
+        )
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    providers = [CPU] if provider == CPU else [(provider, {"device_id": device_id}), CPU]
+    return ort.InferenceSession(str(path), options, providers=providers)
+
+
+class OnnxModel:
+    """A session plus the output names Triton asked for."""
+
+    def __init__(self, path: Path, threads: int, output_names: Sequence[str], provider: str = CPU, device_id: int = 0):
+        self.session = make_session(path, threads, provider, device_id)
+        self.output_names = list(output_names)
+
+    def __call__(self, inputs: Inputs) -> dict[str, np.ndarray]:
+        values = self.session.run(self.output_names, inputs)
+        return dict(zip(self.output_names, values))
+
+
+class OcrEngines:
+    """kit.pipelines.ocr.pipeline.Engines over the exported det/cls/rec models, in this process."""
+
+    def __init__(self, artifacts: Path, threads: int = 0):
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        self.sessions = {
+            kind: ort.InferenceSession(str(artifacts / kind / "model.onnx"), options, providers=["CPUExecutionProvider"])
+            for kind in ("det", "cls", "rec")
+        }
+
+    async def detect(self, images: np.ndarray) -> np.ndarray:
+        return self.sessions["det"].run(["prob_map"], {"image": images})[0]
+
+    async def classify(self, crops: np.ndarray) -> np.ndarray:
+        return self.sessions["cls"].run(["probs"], {"image": crops})[0]
+
+    async def recognize(self, crops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        indices, probs = self.sessions["rec"].run(["char_indices", "char_probs"], {"image": crops})
+        return indices, probs
