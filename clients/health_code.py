@@ -12,22 +12,16 @@ from __future__ import annotations
 import json
 import sys
 
-from tritonclient.utils import InferenceServerException
-
-from clients.ocr import ImageModelClient, error_text, parse_args, parser_for
+from clients.ocr import ImageClient, error_text, image_tensor, parse_args, parser_for
 
 
-class HealthCodeClient(ImageModelClient):
-    """Thread-safe synchronous client; `read_many` keeps `concurrency` requests in flight."""
+class HealthCodeClient(ImageClient):
+    """Thread-safe synchronous client of `health_code`; `read_many` keeps `concurrency` requests in flight."""
 
-    def __init__(self, url: str, protocol: str = "grpc", concurrency: int = 8, base64_json: bool = False):
-        super().__init__("health_code", ["RESULT"], url, protocol, concurrency, base64_json)
+    model, outputs = "health_code", ["RESULT"]
 
     def read(self, data: bytes) -> dict:
-        return json.loads(self.infer(data)["RESULT"].reshape(-1)[0])
-
-    def read_many(self, images: list[bytes]) -> list[dict | InferenceServerException]:
-        return self.map(self.read, images)
+        return json.loads(self.infer(image_tensor(data))["RESULT"].reshape(-1)[0])
 
 
 def main(argv: list[str] | None = None) -> int:

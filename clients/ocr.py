@@ -13,72 +13,47 @@ nothing but the standard library (see the README for the same request with curl)
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import sys
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from tritonclient.utils import InferenceServerException
 
-from clients.triton import DEFAULT_URLS, PROTOCOLS, Endpoint, ThreadLocalClients, map_concurrently
+from clients.base import ModelClient
+from clients.triton import DEFAULT_URLS, PROTOCOLS, RetryPolicy
 
 OUTPUTS = ["TEXTS", "SCORES", "BOXES"]
 
 
-def rest_json_infer(url: str, model: str, data: bytes, outputs: list[str], timeout: float = 120) -> dict[str, np.ndarray]:
-    """One inference over plain HTTP/REST JSON, the image as base64 text; errors raise InferenceServerException."""
-    body = {
-        "inputs": [{"name": "IMAGE", "shape": [1], "datatype": "BYTES", "data": [base64.b64encode(data).decode("ascii")]}],
-        "outputs": [{"name": name} for name in outputs],
-    }
-    request = urllib.request.Request(
-        f"http://{url}/v2/models/{model}/infer", json.dumps(body).encode(), {"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            document = json.load(response)
-    except urllib.error.HTTPError as exc:
-        raise InferenceServerException(json.loads(exc.read() or b"{}").get("error", str(exc)), str(exc.code)) from None
-    result = {}
-    for output in document["outputs"]:
-        if output["datatype"] == "BYTES":
-            values = np.array([v.encode("utf-8") for v in output["data"]], dtype=np.object_)
-        else:
-            values = np.array(output["data"], dtype=np.float32)
-        result[output["name"]] = values.reshape(output["shape"])
-    return result
+def image_tensor(data: bytes) -> dict[str, np.ndarray]:
+    """The encoded image as it is on disk: the server decodes it."""
+    return {"IMAGE": np.array([data], dtype=np.object_)}
 
 
-class ImageModelClient:
-    """One image in, named outputs out, over gRPC, HTTP (binary tensors) or HTTP/REST JSON with base64."""
+class ImageClient(ModelClient):
+    """A client of an entry model that takes one encoded image (`IMAGE`); `read` turns its outputs into a result."""
 
-    def __init__(self, model: str, outputs: list[str], url: str, protocol: str = "grpc", concurrency: int = 8,
-                 base64_json: bool = False):
-        if base64_json and protocol != "http":
-            raise ValueError("base64 JSON is a plain HTTP/REST request: use protocol 'http'")
-        self.model, self.output_names, self.url = model, outputs, url
-        self.endpoint = Endpoint(url, protocol)
-        self.concurrency = concurrency
-        self.base64_json = base64_json
-        self.clients = ThreadLocalClients(self.endpoint)
+    model: str
+    outputs: list[str]
 
-    def infer(self, data: bytes) -> dict[str, np.ndarray]:
-        if self.base64_json:
-            return rest_json_infer(self.url, self.model, data, self.output_names)
-        inputs = self.endpoint.inputs({"IMAGE": np.array([data], dtype=np.object_)})
-        response = self.clients.get().infer(self.model, inputs, outputs=self.endpoint.outputs(self.output_names))
-        return {name: response.as_numpy(name) for name in self.output_names}
+    def __init__(
+        self,
+        url: str,
+        protocol: str = "grpc",
+        concurrency: int = 8,
+        base64_json: bool = False,
+        retry: RetryPolicy = RetryPolicy(),
+    ):
+        super().__init__(self.model, self.outputs, url, protocol, concurrency, retry=retry, base64_json=base64_json)
 
-    def map(self, fn, images: list[bytes]) -> list:
-        """`fn(image)` for every image, `concurrency` in flight; a failed request yields its exception."""
-        return map_concurrently(fn, images, self.concurrency)
+    def read(self, data: bytes):
+        raise NotImplementedError
 
-    def close(self) -> None:
-        self.clients.close()
+    def read_many(self, images: list[bytes]) -> list:
+        """Every image's result, `concurrency` in flight; a refused image yields its exception in place."""
+        return self.map(self.read, images)
 
 
 @dataclass
@@ -88,21 +63,17 @@ class OcrLine:
     box: list[list[float]]  # 4 corners [x, y], clockwise from top-left, in image pixels
 
 
-class OcrClient(ImageModelClient):
-    """Thread-safe synchronous client; `read_many` keeps `concurrency` requests in flight."""
+class OcrClient(ImageClient):
+    """Thread-safe synchronous client of `ocr`; `read_many` keeps `concurrency` requests in flight."""
 
-    def __init__(self, url: str, protocol: str = "grpc", concurrency: int = 8, base64_json: bool = False):
-        super().__init__("ocr", OUTPUTS, url, protocol, concurrency, base64_json)
+    model, outputs = "ocr", OUTPUTS
 
     def read(self, data: bytes) -> list[OcrLine]:
-        out = self.infer(data)
+        out = self.infer(image_tensor(data))
         boxes = out["BOXES"].reshape(-1, 4, 2)
         return [
             OcrLine(t.decode("utf-8"), float(s), b.tolist()) for t, s, b in zip(out["TEXTS"].reshape(-1), out["SCORES"], boxes)
         ]
-
-    def read_many(self, images: list[bytes]) -> list[list[OcrLine] | InferenceServerException]:
-        return self.map(self.read, images)
 
 
 def error_text(exc: Exception) -> str:

@@ -13,23 +13,14 @@ import argparse
 import asyncio
 import json
 import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from tritonclient.utils import InferenceServerException
 
-from clients.triton import (
-    DEFAULT_URLS,
-    PROTOCOLS,
-    Endpoint,
-    RetryPolicy,
-    ThreadLocalClients,
-    call_with_retry,
-    call_with_retry_async,
-    map_concurrently,
-)
+from clients.base import AsyncModelClient, ModelClient
+from clients.triton import DEFAULT_URLS, PROTOCOLS, RetryPolicy
 
 MODEL = "radar"
 OUTPUTS = ["SCORE", "CHUNK_SCORES", "CHUNK_SPANS"]
@@ -42,13 +33,18 @@ class RadarResult:
     chunk_spans: list[tuple[int, int]]
 
     @classmethod
-    def from_response(cls, response) -> "RadarResult":
-        spans = response.as_numpy("CHUNK_SPANS").reshape(-1, 2)
+    def from_outputs(cls, outputs: dict[str, np.ndarray]) -> RadarResult:
+        spans = outputs["CHUNK_SPANS"].reshape(-1, 2)
         return cls(
-            score=float(response.as_numpy("SCORE")[0]),
-            chunk_scores=[float(s) for s in response.as_numpy("CHUNK_SCORES")],
+            score=float(outputs["SCORE"][0]),
+            chunk_scores=[float(s) for s in outputs["CHUNK_SCORES"]],
             chunk_spans=[(int(a), int(b)) for a, b in spans],
         )
+
+    @classmethod
+    def from_response(cls, response) -> RadarResult:
+        """From a tritonclient InferResult, for callers that send their own requests."""
+        return cls.from_outputs({name: response.as_numpy(name) for name in OUTPUTS})
 
 
 def text_tensor(text: str | bytes) -> dict[str, np.ndarray]:
@@ -56,73 +52,30 @@ def text_tensor(text: str | bytes) -> dict[str, np.ndarray]:
     return {"TEXT": np.array([raw], dtype=np.object_)}
 
 
-class RetryCounter:
-    """How many times a client retried after an overload error (shared by threads or tasks)."""
-
-    def __init__(self):
-        self.count = 0
-        self._lock = threading.Lock()
-
-    def __call__(self, exc: BaseException, delay: float) -> None:
-        with self._lock:
-            self.count += 1
-
-
-class RadarClient:
-    """Thread-safe synchronous client; `classify_many` keeps `concurrency` requests in flight.
-
-    Overload errors (gRPC UNAVAILABLE, HTTP 503, server restarting) are retried under `retry`;
-    bad input (INVALID_ARG) is raised at once.
-    """
+class RadarClient(ModelClient):
+    """Thread-safe synchronous client; `classify_many` keeps `concurrency` requests in flight."""
 
     def __init__(self, url: str, protocol: str = "grpc", concurrency: int = 8, retry: RetryPolicy = RetryPolicy()):
-        self.endpoint = Endpoint(url, protocol)
-        self.concurrency = concurrency
-        self.clients = ThreadLocalClients(self.endpoint)
-        self.retry = retry
-        self.retries = RetryCounter()
+        super().__init__(MODEL, OUTPUTS, url, protocol, concurrency, retry=retry)
 
     def classify(self, text: str | bytes) -> RadarResult:
-        inputs, outputs = self.endpoint.inputs(text_tensor(text)), self.endpoint.outputs(OUTPUTS)
-        response = call_with_retry(lambda: self.clients.get().infer(MODEL, inputs, outputs=outputs), self.retry, self.retries)
-        return RadarResult.from_response(response)
+        return RadarResult.from_outputs(self.infer(text_tensor(text)))
 
     def classify_many(self, texts: list[str | bytes]) -> list[RadarResult | InferenceServerException]:
-        return map_concurrently(self.classify, texts, self.concurrency)
-
-    def close(self) -> None:
-        self.clients.close()
+        return self.map(self.classify, texts)
 
 
-class AsyncRadarClient:
-    """asyncio client for services that already run an event loop; retries overload like RadarClient."""
+class AsyncRadarClient(AsyncModelClient):
+    """asyncio client for services that already run an event loop."""
 
     def __init__(self, url: str, protocol: str = "grpc", retry: RetryPolicy = RetryPolicy()):
-        self.endpoint = Endpoint(url, protocol)
-        self.client = self.endpoint.client(asyncio=True)
-        self.retry = retry
-        self.retries = RetryCounter()
+        super().__init__(MODEL, OUTPUTS, url, protocol, retry=retry)
 
     async def classify(self, text: str | bytes) -> RadarResult:
-        inputs = self.endpoint.inputs(text_tensor(text), asyncio=True)
-        outputs = self.endpoint.outputs(OUTPUTS, asyncio=True)
-        response = await call_with_retry_async(lambda: self.client.infer(MODEL, inputs, outputs=outputs), self.retry, self.retries)
-        return RadarResult.from_response(response)
+        return RadarResult.from_outputs(await self.infer(text_tensor(text)))
 
     async def classify_many(self, texts: list[str | bytes], concurrency: int = 8) -> list:
-        limit = asyncio.Semaphore(concurrency)
-
-        async def one(text):
-            async with limit:
-                try:
-                    return await self.classify(text)
-                except InferenceServerException as exc:
-                    return exc
-
-        return await asyncio.gather(*(one(t) for t in texts))
-
-    async def close(self) -> None:
-        await self.client.close()
+        return await self.map(self.classify, texts, concurrency)
 
 
 async def classify_async(args, texts):
@@ -138,9 +91,14 @@ def report(path: Path, text: str, result, as_json: bool) -> str:
         message = result.message() if isinstance(result, InferenceServerException) else str(result)
         return json.dumps({"file": str(path), "error": message}) if as_json else f"{path}: error: {message}"
     if as_json:
-        return json.dumps({"file": str(path), "score": result.score, "chunks": [
-            {"start": s, "end": e, "score": c} for (s, e), c in zip(result.chunk_spans, result.chunk_scores)
-        ]}, ensure_ascii=False)
+        return json.dumps(
+            {
+                "file": str(path),
+                "score": result.score,
+                "chunks": [{"start": s, "end": e, "score": c} for (s, e), c in zip(result.chunk_spans, result.chunk_scores)],
+            },
+            ensure_ascii=False,
+        )
     lines = [f"{path}: AI-generated probability {result.score:.4f} ({len(result.chunk_scores)} chunks)"]
     for (start, end), score in zip(result.chunk_spans, result.chunk_scores):
         preview = text[start:end].replace("\n", " ")

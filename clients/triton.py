@@ -1,18 +1,23 @@
-"""Protocol-neutral helpers over tritonclient: one call site for HTTP and gRPC, sync and asyncio."""
+"""Protocol-neutral helpers over tritonclient: one call site for HTTP and gRPC, sync and asyncio, plus
+Triton's plain REST JSON over the standard library; and the overload retry rule that every client follows."""
 
 from __future__ import annotations
 
 import asyncio as aio
+import base64
+import json
 import random
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
-from tritonclient.utils import InferenceServerException
+from tritonclient.utils import InferenceServerException, np_to_triton_dtype, triton_to_np_dtype
 
 T = TypeVar("T")
 
@@ -54,11 +59,61 @@ class Endpoint:
 
 
 def _infer_input(module, name: str, array: np.ndarray):
-    from tritonclient.utils import np_to_triton_dtype
-
     infer_input = module.InferInput(name, list(array.shape), np_to_triton_dtype(array.dtype))
     infer_input.set_data_from_numpy(array)
     return infer_input
+
+
+def rest_json_infer(
+    url: str, model: str, inputs: dict[str, np.ndarray], outputs: list[str], timeout: float = 120
+) -> dict[str, np.ndarray]:
+    """One inference as the plain HTTP/REST JSON body a browser or phone app sends, with only the standard library.
+
+    JSON carries no raw bytes, so BYTES elements go as base64 text: only for models that decode it (ocr,
+    health_code). Errors are raised as tritonclient raises them, so that `is_retryable` judges them alike:
+    InferenceServerException with the HTTP status, or the ConnectionError of a server not listening.
+    """
+    body = {
+        "inputs": [_json_input(name, array) for name, array in inputs.items()],
+        "outputs": [{"name": name} for name in outputs],
+    }
+    request = urllib.request.Request(
+        f"http://{url}/v2/models/{model}/infer", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            document = json.load(response)
+    except urllib.error.HTTPError as exc:
+        raise InferenceServerException(_error_message(exc), str(exc.code)) from None
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, ConnectionError):
+            raise exc.reason from None
+        raise
+    result = {}
+    for output in document["outputs"]:
+        if output["datatype"] == "BYTES":
+            values = np.array([v.encode("utf-8") for v in output["data"]], dtype=np.object_)
+        else:
+            values = np.array(output["data"], dtype=triton_to_np_dtype(output["datatype"]))
+        result[output["name"]] = values.reshape(output["shape"])
+    return result
+
+
+def _json_input(name: str, array: np.ndarray) -> dict:
+    datatype = np_to_triton_dtype(array.dtype)
+    if datatype == "BYTES":
+        data = [base64.b64encode(v.encode("utf-8") if isinstance(v, str) else v).decode("ascii") for v in array.flat]
+    else:
+        data = array.reshape(-1).tolist()
+    return {"name": name, "shape": list(array.shape), "datatype": datatype, "data": data}
+
+
+def _error_message(exc: urllib.error.HTTPError) -> str:
+    """Triton's {"error": ...}; a proxy in front of it may answer 503 with a body that is not JSON."""
+    try:
+        return json.loads(exc.read())["error"]
+    except (ValueError, KeyError, TypeError):
+        return str(exc)
 
 
 class ThreadLocalClients:
@@ -123,6 +178,18 @@ NO_RETRY = RetryPolicy(attempts=1)
 OnRetry = Callable[[BaseException, float], None]
 
 
+class RetryCounter:
+    """An `on_retry` that counts the retries of one client, shared by its threads or tasks."""
+
+    def __init__(self):
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, exc: BaseException, delay: float) -> None:
+        with self._lock:
+            self.count += 1
+
+
 def call_with_retry(call: Callable[[], T], policy: RetryPolicy, on_retry: OnRetry | None = None) -> T:
     delays = policy.delays()
     while True:
@@ -137,9 +204,7 @@ def call_with_retry(call: Callable[[], T], policy: RetryPolicy, on_retry: OnRetr
             time.sleep(delay)
 
 
-async def call_with_retry_async(
-    call: Callable[[], Awaitable[T]], policy: RetryPolicy, on_retry: OnRetry | None = None
-) -> T:
+async def call_with_retry_async(call: Callable[[], Awaitable[T]], policy: RetryPolicy, on_retry: OnRetry | None = None) -> T:
     delays = policy.delays()
     while True:
         try:
@@ -156,6 +221,7 @@ async def call_with_retry_async(
 def map_concurrently(fn: Callable[[Any], T], items: Iterable, concurrency: int) -> list[T | InferenceServerException]:
     """`fn(item)` for every item, `concurrency` at a time, in order; a request the server refused
     yields its exception in place of a result, so one bad file does not hide the others' answers."""
+
     def one(item):
         try:
             return fn(item)

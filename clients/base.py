@@ -1,0 +1,115 @@
+"""The base of every model client: one model, its requests retried under one overload policy on every transport.
+
+Subclasses (clients.radar, clients.ocr, clients.health_code) only turn their inputs into tensors and the output
+tensors into results, so that connections, retries and concurrency behave the same for every model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar
+
+import numpy as np
+from tritonclient.utils import InferenceServerException
+
+from clients.triton import (
+    Endpoint,
+    RetryCounter,
+    RetryPolicy,
+    ThreadLocalClients,
+    call_with_retry,
+    call_with_retry_async,
+    map_concurrently,
+    rest_json_infer,
+)
+
+T = TypeVar("T")
+
+
+def _arrays(response, names: list[str]) -> dict[str, np.ndarray]:
+    return {name: response.as_numpy(name) for name in names}
+
+
+class ModelClient:
+    """Thread-safe synchronous client of one model; `map` keeps `concurrency` requests in flight.
+
+    Overload errors (gRPC UNAVAILABLE, HTTP 503, server restarting) are retried under `retry` and counted in
+    `retries.count`; bad input (INVALID_ARG, 400) is raised at once. `base64_json` sends Triton's plain REST JSON
+    instead of tritonclient's binary tensors, BYTES inputs as base64 text, for models that decode it.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        outputs: list[str],
+        url: str,
+        protocol: str = "grpc",
+        concurrency: int = 8,
+        *,
+        retry: RetryPolicy = RetryPolicy(),
+        base64_json: bool = False,
+    ):
+        if base64_json and protocol != "http":
+            raise ValueError("base64 JSON is a plain HTTP/REST request: use protocol 'http'")
+        self.model, self.output_names = model, list(outputs)
+        self.endpoint = Endpoint(url, protocol)
+        self.concurrency = concurrency
+        self.retry = retry
+        self.retries = RetryCounter()
+        self.base64_json = base64_json
+        self.clients = ThreadLocalClients(self.endpoint)
+
+    def infer(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return call_with_retry(self._request(inputs), self.retry, self.retries)
+
+    def _request(self, inputs: dict[str, np.ndarray]) -> Callable[[], dict[str, np.ndarray]]:
+        """The call that every attempt repeats; each attempt takes its own thread's client."""
+        if self.base64_json:
+            return functools.partial(rest_json_infer, self.endpoint.url, self.model, inputs, self.output_names)
+        request, outputs = self.endpoint.inputs(inputs), self.endpoint.outputs(self.output_names)
+        return lambda: _arrays(self.clients.get().infer(self.model, request, outputs=outputs), self.output_names)
+
+    def map(self, fn: Callable[[Any], T], items: Iterable) -> list[T | InferenceServerException]:
+        """`fn(item)` for every item, `concurrency` in flight, in order; a refused request yields its exception."""
+        return map_concurrently(fn, items, self.concurrency)
+
+    def close(self) -> None:
+        self.clients.close()
+
+
+class AsyncModelClient:
+    """asyncio client of one model for services that already run an event loop; retries and counts like ModelClient."""
+
+    def __init__(self, model: str, outputs: list[str], url: str, protocol: str = "grpc", *, retry: RetryPolicy = RetryPolicy()):
+        self.model, self.output_names = model, list(outputs)
+        self.endpoint = Endpoint(url, protocol)
+        self.client = self.endpoint.client(asyncio=True)
+        self.retry = retry
+        self.retries = RetryCounter()
+
+    async def infer(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        request = self.endpoint.inputs(inputs, asyncio=True)
+        outputs = self.endpoint.outputs(self.output_names, asyncio=True)
+
+        async def send() -> dict[str, np.ndarray]:
+            return _arrays(await self.client.infer(self.model, request, outputs=outputs), self.output_names)
+
+        return await call_with_retry_async(send, self.retry, self.retries)
+
+    async def map(self, fn: Callable[[Any], Awaitable[T]], items: Iterable, concurrency: int = 8) -> list:
+        """`await fn(item)` for every item, `concurrency` in flight, in order; a refused request yields its exception."""
+        limit = asyncio.Semaphore(concurrency)
+
+        async def one(item):
+            async with limit:
+                try:
+                    return await fn(item)
+                except InferenceServerException as exc:
+                    return exc
+
+        return await asyncio.gather(*(one(item) for item in items))
+
+    async def close(self) -> None:
+        await self.client.close()
