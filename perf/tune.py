@@ -18,12 +18,13 @@ import sys
 import time
 from pathlib import Path
 
-from kit.repository import REPO_ROOT, SOURCE
-from perf.inputs import radar_inputs
-from perf.perf_analyzer import Load
-from perf.spec import load_spec
-from perf.sweep import measure, warm_up
-from perf.targets import make_target, merged
+from kit.adapters.artifacts import radar_pipeline
+from kit.control.configs import REPO_ROOT, SOURCE
+from perf.engine.perf_analyzer import Load, warm_up
+from perf.engine.point import measure
+from perf.engine.spec import load_spec
+from perf.engine.targets import make_target, merged
+from perf.workloads.radar import RADAR, radar_inputs
 
 STAGES = {
     "layout": lambda v: {"radar_classifier": {"instances": v[0], "threads": v[1]}},
@@ -43,15 +44,16 @@ def score(row: dict, budget_ms: float) -> tuple:
 
 def search(spec: dict, work: Path) -> dict:
     model_dir = (REPO_ROOT / spec["model"]).resolve()
-    i = spec["inputs"][0]
-    inputs = radar_inputs(work / "inputs", i["name"], i["count"], i["min_chars"], i["max_chars"], i["seed"])
+    inputs = radar_inputs(
+        work / "inputs", spec["inputs"][0], radar_pipeline(model_dir, RADAR.settings(model_dir, work / "kit-settings"))
+    )
     budget, load = spec["p99_budget_ms"], Load(spec["requests"], concurrency=spec["concurrency"])
     best_setting, best_row, trials, seen = {}, None, [], {}
     for stage, values in spec["search"].items():
         stage_best = None
         for value in values:
             setting = merged(best_setting, STAGES[stage](value))
-            target = make_target("kit", merged(spec.get("base", {}), setting), model_dir, work)
+            target = make_target(RADAR, "kit", merged(spec.get("base", {}), setting), model_dir, work)
             if target.label in seen:  # the incumbent: measured in an earlier stage
                 row = seen[target.label]
             else:
@@ -62,23 +64,41 @@ def search(spec: dict, work: Path) -> dict:
                 finally:
                     target.stop()
                 seen[target.label] = row
-            trials.append({"stage": stage, "value": value, "setting": target.label, "throughput": row["throughput"],
-                           "p99_ms": row["p99_ms"], "error": row["error"], "within_budget": not row["error"] and row["p99_ms"] <= budget})
+            trials.append(
+                {
+                    "stage": stage,
+                    "value": value,
+                    "setting": target.label,
+                    "throughput": row["throughput"],
+                    "p99_ms": row["p99_ms"],
+                    "error": row["error"],
+                    "within_budget": not row["error"] and row["p99_ms"] <= budget,
+                }
+            )
             if stage_best is None or score(row, budget) > score(stage_best[1], budget):
                 stage_best = (setting, row)
         best_setting, best_row = stage_best
-    winner = make_target("kit", best_setting, model_dir, work)
-    return {"concurrency": spec["concurrency"], "p99_budget_ms": budget, "started": time.strftime("%Y-%m-%d %H:%M"),
-            "model": spec["model"], "trials": trials,
-            "winner": {"setting": winner.label, "profile": winner.profile()["models"], "throughput": best_row["throughput"],
-                       "p99_ms": best_row["p99_ms"]}}
+    winner = make_target(RADAR, "kit", best_setting, model_dir, work)
+    return {
+        "concurrency": spec["concurrency"],
+        "p99_budget_ms": budget,
+        "started": time.strftime("%Y-%m-%d %H:%M"),
+        "model": spec["model"],
+        "trials": trials,
+        "winner": {
+            "setting": winner.label,
+            "profile": winner.profile()["models"],
+            "throughput": best_row["throughput"],
+            "p99_ms": best_row["p99_ms"],
+        },
+    }
 
 
 def write_profile(models: dict, source: Path = SOURCE) -> Path:
     path = source / "profiles" / "cpu.json"
     profile = json.loads(path.read_text())
     profile["models"].update(models)
-    lines = [f'    {json.dumps(model)}: {json.dumps(settings)}' for model, settings in profile["models"].items()]
+    lines = [f"    {json.dumps(model)}: {json.dumps(settings)}" for model, settings in profile["models"].items()]
     head = {k: v for k, v in profile.items() if k != "models"}
     text = json.dumps(head, indent=2)[:-2] + ',\n  "models": {\n' + ",\n".join(lines) + "\n  }\n}\n"
     json.loads(text)  # one model per line, as the file is written by hand
@@ -89,14 +109,22 @@ def write_profile(models: dict, source: Path = SOURCE) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spec", default="tune")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "perf" / "results" / "tune.json")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=REPO_ROOT / "perf" / "results" / "radar" / "tune.json",
+        help="the RADAR report shows the search from here",
+    )
     parser.add_argument("--work", type=Path, default=REPO_ROOT / "build" / "perf" / "tune")
     parser.add_argument("--dry-run", action="store_true", help="do not write the profile")
     args = parser.parse_args(argv)
     result = search(load_spec(args.spec), args.work)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"winner: {result['winner']['setting']} ({result['winner']['throughput']:.2f} texts/s, p99 {result['winner']['p99_ms'] / 1000:.1f} s)")
+    print(
+        f"winner: {result['winner']['setting']} ({result['winner']['throughput']:.2f} texts/s, "
+        f"p99 {result['winner']['p99_ms'] / 1000:.1f} s)"
+    )
     if not args.dry_run:
         print(f"wrote {write_profile(result['winner']['profile'])}")
     return 0

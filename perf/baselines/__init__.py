@@ -1,1 +1,1 @@
-"""Hand-rolled RADAR services from the field reports, on the kit's model and text pipeline."""
+"""Hand-rolled services from the field reports (RADAR, OCR), on the kit's models and pipelines."""

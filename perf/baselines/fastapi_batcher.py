@@ -16,7 +16,7 @@ import numpy as np
 from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel
 
-from kit.text.radar import InputError
+from kit.pipelines.errors import InputError
 from perf.baselines.radar_model import from_env
 
 BATCH_SIZE_MAX = int(os.environ.get("BATCH_SIZE_MAX", "16"))
@@ -48,7 +48,7 @@ async def batch_loop() -> None:
         while len(batch) < BATCH_SIZE_MAX and (left := deadline - loop.time()) > 0:
             try:
                 batch.append(await asyncio.wait_for(queue.get(), left))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 break
         try:
             logits = await loop.run_in_executor(runner, run_batch, batch)

@@ -5,7 +5,7 @@ models at import; a plain `def` endpoint (run in FastAPI's thread pool) reads on
 
     POST /ocr {"image": "<base64 of a JPEG/PNG/BMP/WebP>"} -> {"lines": [{"text", "score", "box"}, ...]}
 
-The pipeline is the kit's own, in-process (perf.baselines.ocr_model: kit.ocr with ONNX Runtime
+The pipeline is the kit's own, in-process (perf.baselines.ocr_model: kit.pipelines.ocr with ONNX Runtime
 sessions on the exported artifacts/ocr/{det,cls,rec}/model.onnx), rather than RapidOCR(), so that
 the work per image is exactly what Triton's `ocr` model does; see ocr_model for why.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel
 
-from kit.ocr.image import ImageError
+from kit.pipelines.errors import InputError
 from perf.baselines.ocr_model import from_env
 
 model = from_env()
@@ -35,5 +35,5 @@ def health():
 def ocr(body: ImageIn):
     try:
         return {"lines": model.lines(body.image.encode("utf-8"))}
-    except ImageError as exc:
+    except InputError as exc:
         raise HTTPException(400, str(exc)) from None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel
 
-from kit.text.radar import InputError
+from kit.pipelines.errors import InputError
 from perf.baselines.radar_model import from_env
 
 model = from_env()

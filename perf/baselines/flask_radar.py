@@ -13,7 +13,7 @@ import argparse
 from flask import Flask, jsonify, request
 from werkzeug.serving import WSGIRequestHandler
 
-from kit.text.radar import InputError
+from kit.pipelines.errors import InputError
 from perf.baselines.radar_model import from_env
 
 model = from_env()

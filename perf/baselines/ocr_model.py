@@ -1,11 +1,11 @@
-"""OCR as a hand-rolled service runs it: the kit's own pipeline (kit.ocr) with ONNX Runtime sessions in-process.
+"""OCR as a hand-rolled service runs it: the kit's own pipeline (kit.pipelines.ocr) with ONNX Runtime sessions in-process.
 
-The FastAPI baseline and the limit (perf.limit) both use this, so the work per image is the kit's:
-the same decoding (kit.ocr.image), sizing, DB post-processing, crops, angle classifier, width
-buckets, CTC decoding and the same exported det/cls/rec graphs, with the settings of the committed
-`model_repository/ocr/config.pbtxt`. Only the serving design differs. Not RapidOCR(): it runs the
-original graphs (the recogniser's full 6,625-class softmax per time step) with batches of 6 crops
-padded to the widest, so its work per image is not the kit's.
+The FastAPI baseline and the limit (perf.workloads.ocr_limit) both use this, so the work per image is
+the kit's: the same decoding (kit.pipelines.ocr.image), sizing, DB post-processing, crops, angle
+classifier, width buckets, CTC decoding and the same exported det/cls/rec graphs, with the settings
+of the committed `model_repository/ocr/config.pbtxt`. Only the serving design differs. Not
+RapidOCR(): it runs the original graphs (the recogniser's full 6,625-class softmax per time step)
+with batches of 6 crops padded to the widest, so its work per image is not the kit's.
 
 Configured from the environment, as such services usually are: OCR_MODEL_DIR (export folder, with
 det/ cls/ rec/), ORT_THREADS (ONNX Runtime intra-op threads per session).
@@ -18,28 +18,32 @@ import os
 import sys
 from pathlib import Path
 
-from kit.ocr.image import decode_image
-from kit.ocr.pipeline import LocalEngines, OcrPipeline, OcrResult, OcrSettings
-from kit.repository import load_source_config
+from kit.adapters.ocr import ocr_pipeline
+from kit.adapters.settings import OcrModelSettings
+from kit.control.configs import load_source_config, parameters
+from kit.pipelines.ocr.image import decode_image
+from kit.pipelines.ocr.pipeline import OcrResult
+from kit.runners.onnx import OcrEngines
 
 
 class OcrModel:
     def __init__(self, model_dir: Path, threads: int):
-        params = {key: value.string_value for key, value in load_source_config("ocr").parameters.items()}
-        self.max_pixels, self.max_bytes = int(params["max_pixels"]), int(params["max_image_bytes"])
-        self.pipeline = OcrPipeline.from_files(model_dir / "rec" / "characters.txt", OcrSettings.from_parameters(params))
-        self.engines = LocalEngines(model_dir, threads)
+        self.settings = OcrModelSettings.from_parameters(parameters(load_source_config("ocr")))
+        self.pipeline = ocr_pipeline(model_dir / "rec" / "characters.txt", self.settings)
+        self.engines = OcrEngines(model_dir, threads)
 
     def read(self, data: bytes) -> OcrResult:
-        """Raw image bytes or their base64 text; raises kit.ocr.image.ImageError for an image the kit would reject.
-        The pipeline's model calls run one after another here (the sessions are called directly)."""
-        image = decode_image(data, self.max_pixels, self.max_bytes)
+        """Raw image bytes or their base64 text; raises kit.pipelines.errors.InputError for an image the kit
+        would reject. The pipeline's model calls run one after another here (the sessions are called directly)."""
+        image = decode_image(data, self.settings.max_pixels, self.settings.max_image_bytes)
         return asyncio.run(self.pipeline.read(image, self.engines))
 
     def lines(self, data: bytes) -> list[dict]:
         result = self.read(data)
-        return [{"text": text, "score": float(score), "box": box.tolist()}
-                for text, score, box in zip(result.texts, result.scores, result.boxes)]
+        return [
+            {"text": text, "score": float(score), "box": box.tolist()}
+            for text, score, box in zip(result.texts, result.scores, result.boxes)
+        ]
 
 
 def from_env() -> OcrModel:

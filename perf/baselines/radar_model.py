@@ -2,37 +2,59 @@
 
 Every baseline imports this, so the work per request is the kit's (same chunks, same padding); only
 the serving design differs. Configured from the environment, as such services usually are:
-RADAR_MODEL_DIR (export folder), ORT_THREADS (ONNX Runtime intra-op threads), RADAR_BUCKET_COUNT.
+RADAR_MODEL_DIR (export folder), ORT_THREADS (ONNX Runtime intra-op threads) and RADAR_SETTINGS,
+the `radar` config's parameters as JSON (the perf kit passes the ones of the kit variant it compares
+with); without it, those of the committed CPU profile for the model folder.
+
+RADAR_RUNNER=torch runs the checkpoint the export saved (`checkpoint/`) on the kit's PyTorch runner
+instead, in RADAR_TORCH_DTYPE (default fp16) on RADAR_TORCH_DEVICE (default cuda): the model the
+gpu-embedded profile serves, so that a GPU run compares designs on one model (perf/gpu).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-from kit.onnx_runner import make_session
-from kit.text.radar import DEFAULT_BUCKET_COUNT, Plan, RadarPipeline, bucket_parameters, decode_text
+from kit.adapters.artifacts import radar_pipeline
+from kit.adapters.settings import RadarSettings
+from kit.pipelines.text.radar import TextPlan, decode_text
+from kit.runners.onnx import make_session
 
-MAX_TEXT_BYTES = 1 << 20
+Logits = Callable[[np.ndarray, np.ndarray], np.ndarray]
+RUNNERS = ("onnx", "torch")
+
+
+def onnx_logits(model_dir: Path, threads: int) -> Logits:
+    session = make_session(model_dir / "model.onnx", threads)
+    return lambda ids, mask: session.run(["logits"], {"input_ids": ids, "attention_mask": mask})[0]
+
+
+def torch_logits(model_dir: Path, dtype: str, device: str) -> Logits:
+    """torch is imported here only: the serve venv, where the CPU baselines run, has none."""
+    from kit.runners.torch import TorchModel, TorchOptions
+
+    model = TorchModel.from_checkpoint(model_dir / "checkpoint", ["logits"], TorchOptions(dtype, device))
+    return lambda ids, mask: model({"input_ids": ids, "attention_mask": mask})["logits"]
 
 
 class RadarModel:
-    def __init__(self, model_dir: Path, threads: int, bucket_count: int = DEFAULT_BUCKET_COUNT):
-        buckets = bucket_parameters(model_dir, count=bucket_count)["buckets"]
-        self.pipeline = RadarPipeline.from_files(model_dir, buckets=[int(b) for b in buckets.split(",")])
-        self.session = make_session(model_dir / "model.onnx", threads)
+    def __init__(self, model_dir: Path, settings: RadarSettings, logits: Logits):
+        self.settings = settings
+        self.pipeline = radar_pipeline(model_dir, settings)
+        self.logits = logits
 
-    def plan(self, text: str) -> Plan:
-        """Raises kit.text.radar.InputError for a text the kit would reject."""
-        return self.pipeline.plan(decode_text(text.encode("utf-8"), MAX_TEXT_BYTES))
+    def plan(self, text: str) -> TextPlan:
+        """Raises kit.pipelines.errors.InputError for a text the kit would reject."""
+        return self.pipeline.plan(decode_text(text.encode("utf-8"), self.settings.max_text_bytes))
 
-    def logits(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
-        return self.session.run(["logits"], {"input_ids": input_ids, "attention_mask": attention_mask})[0]
-
-    def respond(self, plan: Plan, logits: list[np.ndarray]) -> dict:
+    def respond(self, plan: TextPlan, logits: list[np.ndarray]) -> dict:
         result = self.pipeline.finish(plan, logits)
         return {"score": result.score, "chunk_scores": result.chunk_scores.tolist(), "chunk_spans": result.spans.tolist()}
 
@@ -42,12 +64,28 @@ class RadarModel:
         return self.respond(plan, [self.logits(g.input_ids, g.attention_mask) for g in plan.groups])
 
 
+def settings_from_env(model_dir: Path) -> RadarSettings:
+    if "RADAR_SETTINGS" in os.environ:
+        return RadarSettings.from_parameters(json.loads(os.environ["RADAR_SETTINGS"]))
+    # Only for a service started by hand: the workloads' imports would add to the memory a benchmark measures.
+    from perf.workloads.radar import RADAR
+
+    with tempfile.TemporaryDirectory(prefix="radar-settings-") as work:
+        return RADAR.settings(model_dir, Path(work))
+
+
+def logits_from_env(model_dir: Path) -> Logits:
+    runner = os.environ.get("RADAR_RUNNER", "onnx")
+    if runner not in RUNNERS:
+        raise ValueError(f"RADAR_RUNNER={runner!r} is not one of {RUNNERS}")
+    if runner == "torch":
+        return torch_logits(model_dir, os.environ.get("RADAR_TORCH_DTYPE", "fp16"), os.environ.get("RADAR_TORCH_DEVICE", "cuda"))
+    return onnx_logits(model_dir, int(os.environ.get("ORT_THREADS", "1")))
+
+
 def from_env() -> RadarModel:
-    model = RadarModel(
-        Path(os.environ.get("RADAR_MODEL_DIR", "artifacts/radar")),
-        threads=int(os.environ.get("ORT_THREADS", "1")),
-        bucket_count=int(os.environ.get("RADAR_BUCKET_COUNT", DEFAULT_BUCKET_COUNT)),
-    )
+    model_dir = Path(os.environ.get("RADAR_MODEL_DIR", "artifacts/radar"))
+    model = RadarModel(model_dir, settings_from_env(model_dir), logits_from_env(model_dir))
     # The perf kit counts these lines to know that every worker process has loaded its model.
     print(f"radar model ready in pid {os.getpid()}", file=sys.stderr, flush=True)
     return model

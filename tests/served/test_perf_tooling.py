@@ -1,26 +1,50 @@
-"""The perf kit's tooling on tiny sweeps (RADAR, and OCR): it starts its servers, runs perf_analyzer
-against Triton and a baseline, parses what perf_analyzer measured and writes the report. Not a speed test."""
+"""The perf kit's tooling on tiny sweeps (RADAR, OCR and ResNet): it starts its servers, drives them with
+perf_analyzer or its closed loop, parses what was measured and writes each workload's report and the
+index. Not a speed test."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from perf import perf_analyzer
-from perf.inputs import radar_inputs
-from perf.report import kept_sections, write_report
-from perf.sweep import main as sweep
-from perf.targets import make_target
+from perf.__main__ import main as perf
+from perf.engine import perf_analyzer
+from perf.engine.inputs import InputSet, write_pair
+from perf.engine.report import write_index
+from perf.engine.targets import make_target
+from perf.workloads.ocr import OCR
+from perf.workloads.radar import RADAR
+from perf.workloads.resnet import RESNET
 from tests.conftest import ARTIFACTS
+
+
+def run_spec(out, spec: str | dict) -> dict:
+    if isinstance(spec, dict):
+        path = out / "spec.json"
+        path.write_text(json.dumps(spec))
+        spec = str(path)
+    assert perf(["sweep", "--spec", spec, "--out", str(out), "--work", str(out / "work")]) == 0
+    return json.loads((out / "results.json").read_text())
+
+
+# What a report of a sweep with probes, baselines and a limit holds.
+SECTIONS = ("## Results at each family's best setting", "## Targets", "## The limit", "## Where the kit's time goes", "## Memory")
+
+
+def check_report(out, title: str, plots: tuple[str, ...]) -> str:
+    report = (out / "REPORT.md").read_text()
+    assert report.startswith(f"# {title} performance")
+    assert [heading for heading in SECTIONS if heading not in report] == []
+    for png in plots:
+        assert (out / png).stat().st_size > 1000
+    return report
 
 
 @pytest.fixture(scope="module")
 def tiny_sweep(tmp_path_factory, radar_artifacts):
     out = tmp_path_factory.mktemp("perf")
-    assert sweep(["--spec", "tiny", "--out", str(out), "--work", str(out / "work")]) == 0
-    return out, json.loads((out / "results.json").read_text())
+    return out, run_spec(out, "tiny")
 
 
 # Two images (a page and a screenshot), one small kit layout and one uvicorn worker, 4 requests a
@@ -35,7 +59,27 @@ OCR_TINY = {
     "sweep": {"input": "mixed", "concurrency": [2]},
     "extra": {},
     "limit": {"input": "mixed", "images": 2, "warmup": 1},
-    "targets": {"kit": [{"ocr": {"instances": 1}, "ocr_det": {"instances": 1}, "ocr_rec": {"instances": 1}}], "uvicorn": [{"workers": 1}]},
+    "targets": {
+        "kit": [{"ocr": {"instances": 1}, "ocr_det": {"instances": 1}, "ocr_rec": {"instances": 1}}],
+        "uvicorn": [{"workers": 1}],
+    },
+}
+
+# Two variants at 2 clients, 1 s of warm-up and 2 s measured: the closed loop and its counters.
+RESNET_TINY = {
+    "description": "Checks the closed-loop tooling, not the speed.",
+    "workload": "resnet",
+    "model": "artifacts/resnet50",
+    "inputs": [{"name": "mixed", "count": 8, "seed": 0, "min_side": 174, "max_side": 274}],
+    "window": {"warmup_s": 1, "duration_s": 2},
+    "sweep": {"input": "mixed", "concurrency": [2]},
+    "extra": {},
+    "targets": {
+        "kit": [
+            {"resnet50": {"parameters": {"merge_policy": "none"}}},
+            {"resnet50": {"parameters": {"merge_policy": "equal_shapes"}, "ragged_batch": False}},
+        ]
+    },
 }
 
 
@@ -44,10 +88,15 @@ def ocr_sweep(tmp_path_factory):
     if not (ARTIFACTS / "ocr" / "rec" / "model.onnx").is_file():
         pytest.fail(f"{ARTIFACTS / 'ocr'} has no exported models: run `make export` (make test does it)")
     out = tmp_path_factory.mktemp("perf-ocr")
-    spec = out / "ocr-tiny.json"
-    spec.write_text(json.dumps(OCR_TINY))
-    assert sweep(["--spec", str(spec), "--out", str(out), "--work", str(out / "work")]) == 0
-    return out, json.loads((out / "results.json").read_text())
+    return out, run_spec(out, OCR_TINY)
+
+
+@pytest.fixture(scope="module")
+def resnet_sweep(tmp_path_factory):
+    if not (ARTIFACTS / "resnet50" / "cost.json").is_file():
+        pytest.fail(f"{ARTIFACTS / 'resnet50'} has no exported model and cost model: run `make export` (make test does it)")
+    out = tmp_path_factory.mktemp("perf-resnet")
+    return out, run_spec(out, RESNET_TINY)
 
 
 def test_sweep_measures_the_kit_and_a_baseline_with_perf_analyzer(tiny_sweep):
@@ -77,30 +126,20 @@ def test_limit_compares_one_session_with_parallel_sessions(tiny_sweep):
 
 def test_report_has_tables_and_plots(tiny_sweep):
     out, _ = tiny_sweep
-    report = (out / "REPORT.md").read_text()
-    for heading in ("## RADAR: results at each family's best setting", "## RADAR: the limit", "## RADAR: memory"):
-        assert heading in report
-    for png in ("radar_throughput_vs_p99.png", "radar_settings.png", "radar_memory.png"):
-        assert (out / png).stat().st_size > 1000
-
-
-def test_report_keeps_other_owners_sections(tiny_sweep, tmp_path):
-    out, results = tiny_sweep
-    path = tmp_path / "RESULTS.md"
-    path.write_text("# Performance results\n\n## RADAR: old\n\nold numbers\n\n## ResNet50\n\npadding table\n")
-    write_report(results, out, path)
-    text = path.read_text()
-    assert "old numbers" not in text and "## ResNet50\n\npadding table" in text
-    assert kept_sections(text).startswith("## ResNet50")
+    check_report(out, "RADAR", ("radar_throughput_vs_p99.png", "radar_settings.png", "radar_memory.png"))
 
 
 def test_a_failed_request_is_reported_as_an_error(tmp_path, radar_artifacts):
-    inputs = radar_inputs(tmp_path, "blank", 2, 100, 120, seed=1)
-    inputs.http.write_text(json.dumps({"data": [{"payload": [{"text": "   "}]}]}))
-    target = make_target("flask", {}, ARTIFACTS / "radar", tmp_path)
+    triton, http = write_pair(tmp_path, "blank", [], [{"text": "   "}])
+    target = make_target(RADAR, "flask", {}, ARTIFACTS / "radar", tmp_path)
     target.start()
     try:
-        m = perf_analyzer.run(target.load_args(inputs), perf_analyzer.Load(4, concurrency=1), tmp_path, "blank")
+        m = perf_analyzer.run(
+            target.load_args(InputSet("blank", ["   "], 1.0, triton, http)),
+            perf_analyzer.Load(4, concurrency=1),
+            tmp_path,
+            "blank",
+        )
     finally:
         target.stop()
     assert m.error and "400" in m.error
@@ -108,8 +147,10 @@ def test_a_failed_request_is_reported_as_an_error(tmp_path, radar_artifacts):
 
 def test_parse_csv_reads_perf_analyzers_report(tmp_path):
     path = tmp_path / "pa.csv"
-    path.write_text("Concurrency,Inferences/Second,Client Send,Client Recv,p50 latency,p90 latency,p95 latency,p99 latency,Avg latency\n"
-                    "8,19.9975,25574,0,43878,44238,44820,1011485,61067\n")
+    path.write_text(
+        "Concurrency,Inferences/Second,Client Send,Client Recv,p50 latency,p90 latency,p95 latency,p99 latency,Avg latency\n"
+        "8,19.9975,25574,0,43878,44238,44820,1011485,61067\n"
+    )
     parsed = perf_analyzer.parse_csv(path)
     assert parsed["throughput"] == pytest.approx(19.9975)
     assert parsed["p99_ms"] == pytest.approx(1011.485) and parsed["avg_ms"] == pytest.approx(61.067)
@@ -140,28 +181,30 @@ def test_ocr_limit_compares_one_process_with_one_process_per_core(ocr_sweep):
 
 def test_ocr_report_has_its_sections_and_plots(ocr_sweep):
     out, _ = ocr_sweep
+    report = check_report(out, "OCR", ("ocr_throughput_vs_p99.png", "ocr_settings.png", "ocr_memory.png"))
+    assert "kit vs FastAPI + uvicorn (workers=1) at 2 clients" in report
+
+
+def test_resnet_closed_loop_measures_every_variant_with_its_padding_counters(resnet_sweep):
+    out, results = resnet_sweep
+    assert not results["probes"] and [r["setting"] for r in results["sweeps"]] == ["none", "triton"]
+    for row in results["sweeps"]:
+        assert row["error"] is None and row["requests"] > 0 and row["throughput"] > 0
+        assert 0 < row["p50_ms"] <= row["p99_ms"] and row["server_cpu_s"] > 0
+        assert set(row["triton"]) == {"resnet50", "resnet50_backbone"}  # only the ResNet models were loaded
+        assert row["images_per_run"] >= 1 and row["backbone_busy"] > 0
+    none = results["sweeps"][0]
+    assert none["padding_waste"] == 0 and none["mixed_runs"] == 0 and none["images_per_run"] == 1
     report = (out / "REPORT.md").read_text()
-    for heading in ("## OCR: results at each family's best setting", "## OCR: targets", "## OCR: the limit",
-                    "## OCR: where the kit's time goes", "## OCR: memory"):
-        assert heading in report
-    assert "## RADAR" not in report and "kit vs FastAPI + uvicorn (workers=1) at 2 clients" in report
-    for png in ("ocr_throughput_vs_p99.png", "ocr_settings.png", "ocr_memory.png"):
-        assert (out / png).stat().st_size > 1000
+    assert report.startswith("# ResNet50 performance") and "## Throughput relative to no batching" in report
+    assert (out / "resnet_vs_clients.png").stat().st_size > 1000
 
 
-def test_each_workload_rewrites_only_its_own_sections(tiny_sweep, ocr_sweep, tmp_path):
-    (radar_out, radar), (ocr_out, ocr) = tiny_sweep, ocr_sweep
-    path = tmp_path / "RESULTS.md"
-    path.write_text("# Performance results\n\n## OCR: old\n\nold images\n\n## RADAR: old\n\nold texts\n\n## ResNet50\n\npadding table\n")
-    write_report(radar, radar_out, path)
-    text = path.read_text()
-    assert "old texts" not in text and "## OCR: old\n\nold images" in text and "## ResNet50\n\npadding table" in text
-    write_report(ocr, ocr_out, path)
-    text = path.read_text()
-    assert "old images" not in text and "## OCR: results at each family's best setting" in text
-    radar_part = text[text.index("## RADAR: how"):text.index("## OCR: how")]
-    write_report(ocr, ocr_out, path)  # again: RADAR's sections stay byte for byte
-    text = path.read_text()
-    assert text[text.index("## RADAR: how"):text.index("## OCR: how")] == radar_part
-    assert text.index("## RADAR: how") < text.index("## OCR: how") < text.index("## ResNet50")
-    assert kept_sections(text).startswith("## ResNet50")
+def test_index_links_each_workloads_own_report(tiny_sweep, ocr_sweep, resnet_sweep, tmp_path):
+    runs = [(RADAR, tiny_sweep), (OCR, ocr_sweep), (RESNET, resnet_sweep)]
+    index = write_index([(w, results, out / "REPORT.md") for w, (out, results) in runs], tmp_path / "RESULTS.md")
+    lines = [line for line in index.read_text().splitlines() if line.startswith("| ") and "REPORT.md" in line]
+    assert [line.split(" | ")[0] for line in lines] == ["| RADAR", "| OCR", "| ResNet50"]
+    for (_, (out, _)), line in zip(runs, lines):
+        link = line.split("](")[1].split(")")[0]
+        assert (tmp_path / link).resolve() == (out / "REPORT.md").resolve()

@@ -1,10 +1,10 @@
-"""perf.occupancy's reading of Triton request traces: executions, busy share and stalls."""
+"""perf.probes.occupancy's reading of Triton request traces: executions, busy share and stalls."""
 
 import json
 
 import pytest
 
-from perf.occupancy import occupancy, traced_requests
+from perf.probes.occupancy import occupancy, traced_requests
 
 MS = 1_000_000  # traces are in ns
 
@@ -39,14 +39,25 @@ def test_no_waiting_request_means_no_stall_however_idle():
 
 def test_trace_pieces_are_merged_by_id_and_other_models_left_out(tmp_path):
     trace = tmp_path / "trace.json"
-    trace.write_text(json.dumps([
-        {"id": 1, "model_name": "radar_classifier", "model_version": 1},
-        {"id": 1, "timestamps": [{"name": "QUEUE_START", "ns": 5}, {"name": "COMPUTE_START", "ns": 7}]},
-        {"id": 1, "timestamps": [{"name": "COMPUTE_END", "ns": 9}]},
-        {"id": 2, "model_name": "radar", "timestamps": [{"name": "QUEUE_START", "ns": 1}, {"name": "COMPUTE_START", "ns": 2},
-                                                         {"name": "COMPUTE_END", "ns": 20}]},
-        {"id": 3, "model_name": "radar_classifier", "timestamps": [{"name": "QUEUE_START", "ns": 3}]},  # never ran
-    ]))
+    trace.write_text(
+        json.dumps(
+            [
+                {"id": 1, "model_name": "radar_classifier", "model_version": 1},
+                {"id": 1, "timestamps": [{"name": "QUEUE_START", "ns": 5}, {"name": "COMPUTE_START", "ns": 7}]},
+                {"id": 1, "timestamps": [{"name": "COMPUTE_END", "ns": 9}]},
+                {
+                    "id": 2,
+                    "model_name": "radar",
+                    "timestamps": [
+                        {"name": "QUEUE_START", "ns": 1},
+                        {"name": "COMPUTE_START", "ns": 2},
+                        {"name": "COMPUTE_END", "ns": 20},
+                    ],
+                },
+                {"id": 3, "model_name": "radar_classifier", "timestamps": [{"name": "QUEUE_START", "ns": 3}]},  # never ran
+            ]
+        )
+    )
     assert traced_requests(trace, "radar_classifier") == [{"QUEUE_START": 5, "COMPUTE_START": 7, "COMPUTE_END": 9}]
 
 

@@ -3,7 +3,9 @@ preferred batch sizes, parameters such as RADAR's bucket count."""
 
 import pytest
 
-from kit.repository import RepositoryError, derived_parameters, load_profile, profile_configs
+from kit.control.configs import RepositoryError
+from kit.control.profiles import load_profile
+from kit.control.repository import profile_configs, resolved
 
 
 def spec_with(**classifier) -> dict:
@@ -22,9 +24,9 @@ def test_profile_sets_the_batchers_delay_and_preferred_sizes():
 
 
 def test_bucket_count_parameter_chooses_that_many_buckets(radar_artifacts):
-    config = profile_configs("cpu", spec=spec_with())["radar"]
+    config = resolved("cpu", radar_artifacts.parent, spec=spec_with())[0]["radar"]
     assert config.parameters["bucket_count"].string_value == "3"
-    buckets = derived_parameters("radar", radar_artifacts, config)["buckets"].split(",")
+    buckets = config.parameters["buckets"].string_value.split(",")
     assert len(buckets) <= 3 and int(buckets[-1]) == 512
 
 
@@ -34,8 +36,8 @@ def test_ragged_batch_lets_every_classifier_input_take_mixed_lengths():
     assert not any(tensor.allow_ragged_batch for tensor in profile_configs("cpu", spec=spec_with())["radar_classifier"].input)
 
 
-def test_ragged_batch_is_refused_for_a_model_that_does_not_run_on_the_onnx_runner():
+def test_ragged_batch_is_refused_for_a_model_that_does_not_batch_itself():
     spec = spec_with()
     spec["models"]["radar"]["ragged_batch"] = True
-    with pytest.raises(RepositoryError, match="radar: ragged_batch needs the ONNX runner"):
+    with pytest.raises(RepositoryError, match="radar: ragged_batch needs a batching Python-backend model"):
         profile_configs("cpu", spec=spec)

@@ -1,7 +1,7 @@
 """How busy a batched model's instances are while requests wait: Triton's own request traces.
 
-    python -m perf.occupancy --spec full --variants 0 1 2 --concurrency 16 --requests 64
-    python -m perf.occupancy --setting '{"radar_classifier": {"instances": 2, "threads": 1}}'
+    python -m perf.probes.occupancy --spec full --variants 0 1 2 --concurrency 16 --requests 64
+    python -m perf.probes.occupancy --setting '{"radar_classifier": {"instances": 2, "threads": 1}}'
 
 Throughput on shared cores is noisy; this asks a sharper question of each kit variant in the spec:
 while a request of the model sat in its queue, how often was an instance idle? Triton traces every
@@ -21,18 +21,28 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from kit.repository import REPO_ROOT
-from perf import perf_analyzer
-from perf.inputs import radar_inputs
-from perf.output import emit
-from perf.spec import load_spec
-from perf.sweep import warm_up
-from perf.targets import make_target
+from kit.adapters.artifacts import radar_pipeline
+from kit.control.configs import REPO_ROOT
+from perf.engine import perf_analyzer
+from perf.engine.spec import load_spec
+from perf.engine.targets import make_target
+from perf.probes.output import emit
+from perf.workloads.radar import RADAR, radar_inputs
 
 
 def trace_args(path: Path) -> list[str]:
-    return ["--trace-config", f"triton,file={path}", "--trace-config", "level=TIMESTAMPS", "--trace-config", "rate=1",
-            "--trace-config", "count=-1", "--trace-config", "log_frequency=0"]
+    return [
+        "--trace-config",
+        f"triton,file={path}",
+        "--trace-config",
+        "level=TIMESTAMPS",
+        "--trace-config",
+        "rate=1",
+        "--trace-config",
+        "count=-1",
+        "--trace-config",
+        "log_frequency=0",
+    ]
 
 
 def traced_requests(path: Path, model: str) -> list[dict[str, int]]:
@@ -82,37 +92,60 @@ def occupancy(requests: list[dict[str, int]], instances: int) -> Occupancy:
     longest = max(longest, current)
     window = max(end for _, end in executions) - min(r["QUEUE_START"] for r in requests)
     busy = sum(end - start for start, end in executions)
-    return Occupancy(len(requests), len(executions), len(requests) / len(executions), window / 1e9,
-                     busy / instances / window, stalled / 1e9, stalled / window, longest / 1e6)
+    return Occupancy(
+        len(requests),
+        len(executions),
+        len(requests) / len(executions),
+        window / 1e9,
+        busy / instances / window,
+        stalled / 1e9,
+        stalled / window,
+        longest / 1e6,
+    )
 
 
 def measure_variant(setting: dict, spec: dict, model: str, concurrency: int, requests: int, work: Path) -> dict:
     model_dir = (REPO_ROOT / spec["model"]).resolve()
-    i = spec["inputs"][0]
-    inputs = radar_inputs(work / "inputs", i["name"], i["count"], i["min_chars"], i["max_chars"], i["seed"])
-    target = make_target("kit", setting, model_dir, work)
+    inputs = radar_inputs(
+        work / "inputs", spec["inputs"][0], radar_pipeline(model_dir, RADAR.settings(model_dir, work / "kit-settings"))
+    )
+    target = make_target(RADAR, "kit", setting, model_dir, work)
     trace = target.workdir / "trace.json"
     trace.unlink(missing_ok=True)
     target.server_args = trace_args(trace)
     target.start()
     try:
-        warm_up(target, inputs, 4, work / "pa", "occupancy-warmup")
+        perf_analyzer.warm_up(target, inputs, 4, work / "pa", "occupancy-warmup")
         warm_end_ns = time.monotonic_ns()  # Triton stamps traces with the same monotonic clock
-        m = perf_analyzer.run(target.load_args(inputs), perf_analyzer.Load(requests, concurrency=concurrency), work / "pa", "occupancy")
+        m = perf_analyzer.run(
+            target.load_args(inputs), perf_analyzer.Load(requests, concurrency=concurrency), work / "pa", "occupancy"
+        )
     finally:
         target.stop()
     instances = int(target.profile()["models"][model].get("instances", 1))
     occupied = occupancy([r for r in traced_requests(trace, model) if r["QUEUE_START"] >= warm_end_ns], instances)
-    return {"setting": target.label, "model": model, "instances": instances, "texts_per_s": m.throughput, "p99_ms": m.p99_ms,
-            "error": m.error, **asdict(occupied)}
+    return {
+        "setting": target.label,
+        "model": model,
+        "instances": instances,
+        "texts_per_s": m.throughput,
+        "p99_ms": m.p99_ms,
+        "error": m.error,
+        **asdict(occupied),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spec", default="full", help="a RADAR spec: its first input set and its kit settings")
     parser.add_argument("--variants", type=int, nargs="+", help="indices into the spec's kit settings (default: all)")
-    parser.add_argument("--setting", type=json.loads, action="append", default=[],
-                        help='a kit variant of its own, as JSON: \'{"radar_classifier": {"instances": 2, "threads": 1}}\'')
+    parser.add_argument(
+        "--setting",
+        type=json.loads,
+        action="append",
+        default=[],
+        help='a kit variant of its own, as JSON: \'{"radar_classifier": {"instances": 2, "threads": 1}}\'',
+    )
     parser.add_argument("--model", default="radar_classifier")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--requests", type=int, default=64)
@@ -120,16 +153,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="also write the rows here as JSON")
     args = parser.parse_args(argv)
     spec = load_spec(args.spec)
-    chosen = spec["targets"]["kit"] if args.variants is None and not args.setting else [spec["targets"]["kit"][i] for i in args.variants or []]
+    chosen = (
+        spec["targets"]["kit"]
+        if args.variants is None and not args.setting
+        else [spec["targets"]["kit"][i] for i in args.variants or []]
+    )
     rows = []
     for setting in chosen + args.setting:
         row = measure_variant(setting, spec, args.model, args.concurrency, args.requests, args.work)
         rows.append(row)
-        print(f"{row['setting']:<56} {row['texts_per_s']:.2f} texts/s  busy {row['busy_per_instance']:.1%}  "
-              f"stalled {row['stalled_share']:.1%} (longest {row['longest_stall_ms']:.0f} ms)  "
-              f"{row['requests_per_execution']:.1f} requests/execution", file=sys.stderr, flush=True)
-    emit({"command": " ".join(["python", "-m", "perf.occupancy", *(argv if argv is not None else sys.argv[1:])]),
-          "concurrency": args.concurrency, "requests": args.requests, "rows": rows}, args.out)
+        print(
+            f"{row['setting']:<56} {row['texts_per_s']:.2f} texts/s  busy {row['busy_per_instance']:.1%}  "
+            f"stalled {row['stalled_share']:.1%} (longest {row['longest_stall_ms']:.0f} ms)  "
+            f"{row['requests_per_execution']:.1f} requests/execution",
+            file=sys.stderr,
+            flush=True,
+        )
+    emit(
+        {
+            "command": " ".join(["python", "-m", "perf.probes.occupancy", *(argv if argv is not None else sys.argv[1:])]),
+            "concurrency": args.concurrency,
+            "requests": args.requests,
+            "rows": rows,
+        },
+        args.out,
+    )
     return 0
 
 

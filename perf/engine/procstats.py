@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 
 import psutil
 
@@ -51,7 +53,7 @@ class TreeMonitor:
             self.peak_rss = max(self.peak_rss, rss_bytes(self.pid))
             self._stop.wait(self.interval)
 
-    def __enter__(self) -> "TreeMonitor":
+    def __enter__(self) -> TreeMonitor:
         self._cpu_start = cpu_seconds(self.pid)
         self._thread.start()
         return self
@@ -61,3 +63,16 @@ class TreeMonitor:
         self._thread.join()
         self.peak_rss = max(self.peak_rss, rss_bytes(self.pid))
         self.cpu_s = cpu_seconds(self.pid) - self._cpu_start
+
+
+def idle_detector(pid: int, seconds: float) -> Callable[[], bool]:
+    """True once the tree has used no CPU for `seconds` (no request of a run is being served)."""
+    last = [cpu_seconds(pid), time.monotonic()]
+
+    def stalled() -> bool:
+        now = cpu_seconds(pid)
+        if now - last[0] > 0.05:
+            last[:] = [now, time.monotonic()]
+        return time.monotonic() - last[1] > seconds
+
+    return stalled

@@ -1,6 +1,6 @@
 """Padding waste of the OCR shape buckets, measured on generated pages and health-code screenshots.
 
-    python -m perf.ocr_buckets [--artifacts artifacts/ocr] [--images 48] [--out perf/results/ocr_buckets.json]
+    python -m perf.probes.ocr_buckets [--artifacts artifacts/ocr] [--images 48] [--out FILE]
 
 Runs the exported detector in this process to get the real text crops, then compares the
 recogniser width buckets configured in model_repository/ocr/config.pbtxt with the best buckets
@@ -12,42 +12,31 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import random
 from pathlib import Path
 
 import numpy as np
 
-from kit.batching.buckets import choose_buckets, padding_waste
-from kit.ocr.detect import DbParams, bucket_shape, detect, prepare
-from kit.ocr.image import decode_image
-from kit.ocr.pipeline import LocalEngines, int_list
-from kit.ocr.recognize import MIN_REC_WIDTH, crop_text, rec_width
-from kit.ocr.synthetic import document, health_code
-from kit.repository import load_source_config
-from perf.output import emit
+from kit.adapters.settings import OcrModelSettings
+from kit.control.configs import load_source_config, parameters
+from kit.pipelines.batching.buckets import choose_buckets, padding_waste
+from kit.pipelines.ocr.detect import bucket_shape, detect, prepare
+from kit.pipelines.ocr.image import decode_image
+from kit.pipelines.ocr.recognize import MIN_REC_WIDTH, crop_text, rec_width
+from kit.pipelines.ocr.settings import DbParams
+from kit.runners.onnx import OcrEngines
+from perf.probes.output import emit
+from samples.images import mixed_images
 
 MAX_REC_WIDTH = 1280
 
 
-def sample_images(count: int, seed: int) -> list[np.ndarray]:
-    rng = random.Random(seed)
-    images = []
-    for i in range(count):
-        if i % 2:
-            data = health_code(seed + i, rng.choice(["green", "yellow", "red"]), width=rng.choice([540, 720, 1080])).data
-        else:
-            data = document(seed + i, width=rng.choice([640, 800, 960, 1200, 1600])).data
-        images.append(decode_image(data))
-    return images
-
-
 def measure(artifacts: Path, count: int, seed: int) -> dict:
-    engines = LocalEngines(artifacts)
-    params = {k: v.string_value for k, v in load_source_config("ocr").parameters.items()}
-    rec_buckets, det_buckets = int_list(params["rec_buckets"]), int_list(params["det_buckets"])
+    engines = OcrEngines(artifacts)
+    settings = OcrModelSettings.from_parameters(parameters(load_source_config("ocr"))).pipeline
+    rec_buckets, det_buckets = settings.rec_buckets, settings.det_buckets
     per_image, det_shapes = [], []
-    for image in sample_images(count, seed):
-        page = prepare(image)
+    for data in mixed_images(count, seed, document_widths=(640, 800, 960, 1200, 1600)):
+        page = prepare(decode_image(data))
         det_shapes.append(page.map_size)
         boxes = detect(page, asyncio.run(engines.detect(page.tensor)), DbParams())
         per_image.append([max(MIN_REC_WIDTH, rec_width(crop_text(page.image, b))) for b in boxes])

@@ -1,6 +1,6 @@
 """Chunk token lengths of sample texts and the padding waste of RADAR's length buckets.
 
-    python -m perf.radar_buckets [--artifacts artifacts/radar] [--texts 400] [--bucket-count N] [--out perf/results/radar_buckets.json]
+    python -m perf.probes.radar_buckets [--artifacts artifacts/radar] [--texts 400] [--bucket-count N] [--out FILE]
 
 Compares the buckets the repository builder chooses (for the CPU profile's bucket count unless
 --bucket-count says otherwise) with padding every chunk to the model's maximum, and with padding
@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 from pathlib import Path
 
 import numpy as np
 from tokenizers import Tokenizer
 
-from kit.batching.buckets import padding_waste
-from kit.text.corpus import sample_texts
-from kit.text.radar import bucket_parameters, chunk_text
-from perf.output import emit
-from perf.targets import radar_bucket_count
+from kit.pipelines.batching.buckets import padding_waste
+from kit.pipelines.text.radar import chunk_text
+from perf.probes.output import emit
+from perf.workloads.radar import RADAR
+from samples.texts import sample_texts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,15 +29,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--artifacts", type=Path, default=Path("artifacts/radar"))
     parser.add_argument("--texts", type=int, default=400)
     parser.add_argument("--seed", type=int, default=101, help="a different seed from the one buckets are chosen on")
-    parser.add_argument("--bucket-count", type=int, default=radar_bucket_count(), help="default: the CPU profile's")
+    parser.add_argument("--bucket-count", type=int, help="default: the CPU profile's")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
+    variant = {"radar": {"parameters": {"bucket_count": str(args.bucket_count)}}} if args.bucket_count else None
+    with tempfile.TemporaryDirectory(prefix="radar-buckets-") as work:
+        settings = RADAR.settings(args.artifacts, Path(work), variant)
     meta = json.loads((args.artifacts / "export.json").read_text())
     tokenizer = Tokenizer.from_file(str(args.artifacts / "tokenizer.json"))
     max_tokens = int(meta["max_tokens"])
-    buckets = [int(b) for b in bucket_parameters(args.artifacts, count=args.bucket_count)["buckets"].split(",")]
     per_text = [
-        [len(ids) for ids in chunk_text(tokenizer, text, 300, max_tokens)[1]]
+        [len(ids) for ids in chunk_text(tokenizer, text, settings.max_chars, max_tokens)[1]]
         for text in sample_texts(args.texts, 100, 800, seed=args.seed, multilingual=0.05)
     ]
     lengths = [n for text in per_text for n in text]
@@ -46,10 +49,10 @@ def main(argv: list[str] | None = None) -> int:
         "texts": args.texts,
         "chunks": len(lengths),
         "token_length_percentiles": {p: int(np.percentile(lengths, p)) for p in (5, 25, 50, 75, 95, 99, 100)},
-        "buckets": buckets,
-        "bucket_count": args.bucket_count,
+        "buckets": list(settings.buckets),
+        "bucket_count": settings.bucket_count,
         "padding_waste": {
-            "chosen_buckets": round(padding_waste(lengths, buckets), 4),
+            "chosen_buckets": round(padding_waste(lengths, settings.buckets), 4),
             "pad_to_max_tokens": round(padding_waste(lengths, [max_tokens]), 4),
             "pad_to_longest_chunk_of_each_request": round(1 - sum(lengths) / per_request_max, 4),
         },

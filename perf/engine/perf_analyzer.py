@@ -8,6 +8,9 @@ the same C++ client cost. Each point sends a fixed number of requests (--request
 latencies of a RoBERTa-large on 2 cores, stability windows would take minutes per point. In that
 mode perf_analyzer divides by whole seconds, so throughput comes from its per-request timestamps
 (--profile-export-file) instead; the latency percentiles are its own.
+
+`Load.measure` adds what the server did over the point: its process tree's CPU and peak memory,
+and the target's own counters (Triton's statistics, the workload's metrics).
 """
 
 from __future__ import annotations
@@ -23,6 +26,11 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from perf.engine.procstats import TreeMonitor, idle_detector
+from perf.engine.targets import difference
+
+STALL_S = 30.0
 
 
 class PerfAnalyzerError(RuntimeError):
@@ -63,6 +71,30 @@ class Load:
     @property
     def label(self) -> str:
         return f"c={self.concurrency}" if self.rate is None else f"rate={self.rate:g}/s"
+
+    def measure(self, target, inputs, out_dir: Path, name: str) -> dict:
+        """The point with the server tree's CPU and peak memory and the target's counters over it.
+        A run that stalls (see `run`) is run once more."""
+        for _ in range(2):
+            before = target.counters()
+            with TreeMonitor(target.pid) as monitor:
+                m = run(target.load_args(inputs), self, out_dir, name, stalled=idle_detector(target.pid, STALL_S))
+            after = target.counters()
+            if not (m.error or "").startswith("stalled"):
+                break
+            print(f"  {target.family} {self.label}: perf_analyzer {m.error}; running the point again", flush=True)
+        return {
+            **m.row(),
+            "server_cpu_s": round(monitor.cpu_s, 2),
+            "peak_rss_mb": round(monitor.peak_rss / 2**20),
+            **difference(after, before),
+        }
+
+
+def warm_up(target, inputs, requests: int, out_dir: Path, name: str) -> None:
+    """First executions (session arenas, each bucket's shapes) are slow: keep them out of the numbers.
+    A failure here shows again in the measurement that follows, so it is not checked."""
+    run(target.load_args(inputs), Load(requests, concurrency=min(requests, 8)), out_dir, name)
 
 
 @dataclass
@@ -119,7 +151,12 @@ def last_error(log: str) -> str:
 
 
 def run(
-    target_args: list[str], load: Load, out_dir: Path, name: str, timeout: float = 1800.0, stalled: Callable[[], bool] | None = None
+    target_args: list[str],
+    load: Load,
+    out_dir: Path,
+    name: str,
+    timeout: float = 1800.0,
+    stalled: Callable[[], bool] | None = None,
 ) -> Measurement:
     """Run one point and return what it measured; a failed run (any failed request) carries `error`.
 
@@ -130,8 +167,17 @@ def run(
     csv_path, log_path, export_path = (out_dir / f"{name}.{ext}" for ext in ("csv", "log", "json"))
     for stale in (csv_path, export_path):  # perf_analyzer will not overwrite its export file
         stale.unlink(missing_ok=True)
-    command = [str(binary()), *target_args, "--async", *load.args(), "-f", str(csv_path), "--verbose-csv",
-               "--profile-export-file", str(export_path)]
+    command = [
+        str(binary()),
+        *target_args,
+        "--async",
+        *load.args(),
+        "-f",
+        str(csv_path),
+        "--verbose-csv",
+        "--profile-export-file",
+        str(export_path),
+    ]
     with open(log_path, "w") as log:
         log.write(" ".join(command) + "\n")
         log.flush()
@@ -159,5 +205,3 @@ def run(
         return Measurement(load.concurrency, load.rate, load.requests, client_cpu_s=cpu, wall_s=wall, error=error, **empty)
     measured = {**parse_csv(csv_path), "throughput": exact_throughput(export_path)}
     return Measurement(load.concurrency, load.rate, load.requests, client_cpu_s=cpu, wall_s=wall, **measured)
-
-

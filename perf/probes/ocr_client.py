@@ -1,7 +1,7 @@
 """Images per second from a simple concurrent client of the running kit's `ocr` (or `health_code`),
 beside RapidOCR's own pipeline called in this process on the same images, in the same run.
 
-    python -m perf.ocr_client --url localhost:8001 --concurrency 1 4 8 16 --images 48
+    python -m perf.probes.ocr_client --url localhost:8001 --concurrency 1 4 8 16 --images 48
 
 Images are generated pages and health-code screenshots of several sizes. The client shares the
 machine's cores with the server; on a 2-core machine read the ratio, not the absolute numbers.
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -20,18 +19,8 @@ import numpy as np
 
 from clients.health_code import HealthCodeClient
 from clients.ocr import OcrClient
-from kit.ocr.synthetic import document, health_code
-from perf.output import emit
-
-
-def sample_images(count: int, seed: int) -> list[bytes]:
-    rng = random.Random(seed)
-    return [
-        health_code(seed + i, rng.choice(["green", "yellow", "red"]), width=rng.choice([540, 720, 1080])).data
-        if i % 2
-        else document(seed + i, width=rng.choice([640, 800, 960, 1200])).data
-        for i in range(count)
-    ]
+from perf.probes.output import emit
+from samples.images import mixed_images
 
 
 def rapidocr_rate(images: list[bytes]) -> dict:
@@ -76,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=900)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    images = sample_images(args.images, args.seed)
+    images = mixed_images(args.images, args.seed)
     client_class = OcrClient if args.model == "ocr" else HealthCodeClient
     rows = []
     for concurrency in args.concurrency:

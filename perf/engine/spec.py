@@ -1,0 +1,53 @@
+"""Sweep specs: small declarative JSON files under perf/specs/.
+
+A spec names its workload (default "radar"), the model folder, the input sets, the target families
+with their settings, and the loads. perf_analyzer points send a fixed number of requests
+(`requests`); a spec with a `window` drives closed-loop points of fixed duration instead
+(perf.engine.load). With a `probe`, each family's settings are probed at one load and the best is
+swept; without one, every setting is swept (its windows warm up themselves).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from perf.engine.load import Window
+from perf.engine.perf_analyzer import Load
+
+SPECS = Path(__file__).resolve().parents[1] / "specs"
+
+
+def load_spec(name_or_path: str) -> dict:
+    path = Path(name_or_path)
+    if not path.is_file():
+        path = SPECS / f"{name_or_path}.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no sweep spec {name_or_path!r} (known: {sorted(p.stem for p in SPECS.glob('*.json'))})")
+    spec = json.loads(path.read_text())
+    if "probe" not in spec and "window" not in spec:
+        raise ValueError(f"{path}: a spec without a `probe` sweeps every setting, which needs `window` loads (they warm up)")
+    spec["path"] = str(path)
+    return spec
+
+
+def requests_for(spec: dict, concurrency: int) -> int:
+    """A fixed number of requests per point: per_client x clients, within [min, max]."""
+    r = spec["requests"]
+    return max(r["min"], min(r["max"], r["per_client"] * concurrency))
+
+
+def sweep_loads(spec: dict, input_name: str) -> list[Load | Window]:
+    """The loads of one input set: the spec's `sweep` for its input, `extra[input_name]` for the others."""
+    sweep = spec["sweep"] if input_name == spec["sweep"]["input"] else spec["extra"][input_name]
+    if "window" in spec:
+        return [Window(c, spec["window"]["warmup_s"], spec["window"]["duration_s"]) for c in sweep.get("concurrency", [])]
+    loads = [Load(requests_for(spec, c), concurrency=c) for c in sweep.get("concurrency", [])]
+    loads += [Load(max(spec["requests"]["min"], math.ceil(r)), rate=r) for r in sweep.get("rates", [])]
+    return loads
+
+
+def probe_load(spec: dict) -> Load:
+    probe = spec["probe"]
+    return Load(probe["requests"], concurrency=probe["concurrency"])

@@ -1,0 +1,288 @@
+"""The servers a sweep measures, each started on free ports and stopped by the tool.
+
+`KitTarget` is the kit's Triton on a repository variant built by kit.control.repository from the
+committed sources: the CPU profile with per-model overrides (never a hand-copied or patched config),
+holding only the models of the workload under test. `HttpTarget` is one of the workload's hand-rolled
+baselines in perf/baselines, on the same model folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import tritonclient.grpc as grpcclient
+from tritonclient.grpc import model_config_pb2 as mc
+
+from kit.control.configs import REPO_ROOT, SOURCE
+from kit.control.profiles import load_profile
+from kit.control.repository import build, resolved
+from kit.control.runtime import ServerOptions, TritonServer, free_port
+from perf.engine.inputs import InputSet
+from perf.engine.workload import Baseline, Workload
+
+CORES = os.cpu_count() or 1
+
+
+def merged(base: dict, override: dict) -> dict:
+    """A copy of `base` with `override` laid over it, nested dicts merged key by key."""
+    out = json.loads(json.dumps(base))
+    for key, value in override.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def variant_profile(workload: Workload, setting: dict) -> dict:
+    """The committed CPU profile for the workload's models, each overridden by `setting`
+    (e.g. {"radar_classifier": {"instances": 2}})."""
+    base = load_profile("cpu")
+    return {
+        "description": "perf variant",
+        "models": {m: merged(base["models"].get(m, {}), setting.get(m, {})) for m in workload.models},
+    }
+
+
+def model_source(workdir: Path, models: tuple[str, ...]) -> Path:
+    """A source folder with only the workload's models, so a variant loads nothing else."""
+    source = workdir / "source"
+    if not source.exists():
+        source.mkdir(parents=True)
+        for name in (*models, "profiles", "artifacts.json"):
+            (source / name).symlink_to(SOURCE / name)
+    return source
+
+
+def linked_artifacts(workdir: Path, model_dir: Path, name: str) -> Path:
+    """An artifacts folder whose `name/` is the model under test (e.g. `radar/`: the RoBERTa-large stand-in)."""
+    artifacts = workdir / "artifacts"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    link = artifacts / name
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(model_dir.resolve())
+    return artifacts
+
+
+def variant_configs(workload: Workload, setting: dict, model_dir: Path, workdir: Path) -> dict[str, mc.ModelConfig]:
+    """The configs a kit variant serves with (profile applied, parameters derived and checked), unbuilt."""
+    artifacts = linked_artifacts(workdir, model_dir, workload.artifacts)
+    configs, _ = resolved("cpu", artifacts, model_source(workdir, workload.models), variant_profile(workload, setting))
+    return configs
+
+
+def difference(after: dict, before: dict) -> dict:
+    """Counters over a window: `after - before`, key by key, nested dicts too."""
+    return {k: difference(v, before.get(k, {})) if isinstance(v, dict) else v - before.get(k, 0) for k, v in after.items()}
+
+
+class KitTarget:
+    """Triton with the `cpu` profile, overridden per model by `setting`."""
+
+    family = "kit"
+
+    def __init__(self, workload: Workload, setting: dict, model_dir: Path, workdir: Path):
+        self.workload, self.setting, self.model_dir, self.workdir = workload, setting, model_dir, workdir
+        self.label = workload.label(self.profile()["models"])
+        self.server: TritonServer | None = None
+        self.server_args: list[str] = []  # extra tritonserver options (perf.probes.occupancy: request traces)
+
+    def profile(self) -> dict:
+        return variant_profile(self.workload, self.setting)
+
+    @property
+    def workers(self) -> int:
+        return int(self.profile()["models"][self.workload.workers].get("instances", 1))
+
+    def start(self) -> None:
+        repository = self.workdir / "repository"
+        artifacts = linked_artifacts(self.workdir, self.model_dir, self.workload.artifacts)
+        build("cpu", repository, artifacts, model_source(self.workdir, self.workload.models), self.profile())
+        options = ServerOptions.on_free_ports(repository, extra_args=self.server_args)
+        self.server = TritonServer(options, log_path=self.workdir / "server.log")
+        self.server.start(timeout=600)
+
+    @property
+    def pid(self) -> int:
+        return self.server.process.pid
+
+    @property
+    def grpc_url(self) -> str:
+        return self.server.options.grpc_url
+
+    def load_args(self, inputs: InputSet) -> list[str]:
+        return ["-m", self.workload.entry, "-i", "grpc", "-u", self.grpc_url, "--input-data", str(inputs.triton)]
+
+    def statistics(self) -> dict[str, dict]:
+        """Triton's cumulative per-model counters (ns), to split a run's time into queue and compute."""
+        client = grpcclient.InferenceServerClient(self.grpc_url)
+        try:
+            stats = client.get_inference_statistics(as_json=True)["model_stats"]
+        finally:
+            client.close()
+        out = {}
+        for model in stats:
+            s = model["inference_stats"]
+            out[model["name"]] = {
+                "requests": int(s["success"].get("count", 0)),
+                "inferences": int(model.get("inference_count", 0)),
+                "executions": int(model.get("execution_count", 0)),
+                **{k: int(s[k].get("ns", 0)) for k in ("queue", "compute_input", "compute_infer", "compute_output")},
+            }
+        return out
+
+    def counters(self) -> dict[str, dict]:
+        """Triton's statistics per model and the workload's Prometheus counters, by `name{labels}`."""
+        return {"triton": self.statistics(), "metrics": self.metrics()}
+
+    def metrics(self) -> dict[str, float]:
+        if not self.workload.metric_prefixes:
+            return {}
+        text = urllib.request.urlopen(self.server.options.metrics_url, timeout=5).read().decode()
+        names = "|".join(re.escape(p) for p in self.workload.metric_prefixes)
+        return {
+            f"{n}{{{labels}}}": float(v) for n, labels, v in re.findall(rf"^((?:{names})\w*)\{{([^}}]*)\}} (\S+)$", text, re.M)
+        }
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+
+def baseline_command(baseline: Baseline, setting: dict, port: int) -> list[str]:
+    py = sys.executable
+    if baseline.server == "flask":
+        return [py, "-m", baseline.app.split(":")[0], "--port", str(port)]
+    if baseline.server == "gunicorn":
+        return [
+            py,
+            "-m",
+            "gunicorn",
+            "-k",
+            "gthread",
+            "-w",
+            str(setting["workers"]),
+            "--threads",
+            str(setting["threads"]),
+            "-b",
+            f"127.0.0.1:{port}",
+            "--timeout",
+            "600",
+            baseline.app,
+        ]
+    return [
+        py,
+        "-m",
+        "uvicorn",
+        baseline.app,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        str(setting.get("workers", 1)),
+        "--log-level",
+        "warning",
+    ]
+
+
+class HttpTarget:
+    """A baseline; each worker process loads its own model (ORT threads: cores / workers)."""
+
+    def __init__(self, workload: Workload, family: str, setting: dict, model_dir: Path, workdir: Path):
+        self.workload, self.family, self.setting, self.model_dir, self.workdir = workload, family, setting, model_dir, workdir
+        self.label = " ".join(f"{k}={v}" for k, v in setting.items()) or "default"
+        self.process: subprocess.Popen | None = None
+        self.port = 0
+
+    @property
+    def workers(self) -> int:
+        return int(self.setting.get("workers", 1))
+
+    def environment(self) -> dict[str, str]:
+        env = os.environ.copy()
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+        env["ORT_THREADS"] = str(self.setting.get("ort_threads", max(1, CORES // self.workers)))
+        env.update(self.workload.baseline_environment(self.family, self.setting, self.model_dir, self.workdir))
+        return env
+
+    def start(self, timeout: float = 600) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.log_path = self.workdir / "server.log"
+        log = open(self.log_path, "wb")
+        self.process = subprocess.Popen(
+            baseline_command(self.workload.baselines[self.family], self.setting, self.port),
+            cwd=REPO_ROOT,
+            env=self.environment(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.family} exited with code {self.process.returncode}; see {self.log_path}")
+            if self.log_path.read_text(errors="replace").count("model ready in pid") >= self.workers and self.healthy():
+                return
+            time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"{self.family} was not ready within {timeout:.0f} s; see {self.log_path}")
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def load_args(self, inputs: InputSet) -> list[str]:
+        return [
+            "-m",
+            self.workload.entry,
+            "--service-kind",
+            "openai",
+            "--endpoint",
+            self.workload.endpoint,
+            "-u",
+            f"127.0.0.1:{self.port}",
+            "--input-data",
+            str(inputs.http),
+        ]
+
+    def counters(self) -> dict[str, dict]:
+        """A baseline keeps none."""
+        return {"triton": {}, "metrics": {}}
+
+    def stop(self, timeout: float = 30) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
+def make_target(workload: Workload, family: str, setting: dict, model_dir: Path, work: Path) -> KitTarget | HttpTarget:
+    """A target of `family` ("kit" or one of the workload's baselines), in its own folder under `work`."""
+    if family == "kit":
+        target = KitTarget(workload, setting, model_dir, work)
+    elif family in workload.baselines:
+        target = HttpTarget(workload, family, setting, model_dir, work)
+    else:
+        raise ValueError(f"no {family!r} target for {workload.name} (known: kit, {', '.join(workload.baselines)})")
+    target.workdir = work / f"{family}-{target.label}".replace(" ", "_").replace("/", "_")
+    return target

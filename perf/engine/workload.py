@@ -1,0 +1,102 @@
+"""What a workload tells the engine. perf/workloads/ holds one subclass per workload, registered once
+in perf.workloads; everything the subclasses do not say (servers, load, sweep, report) is the engine's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from perf.engine.inputs import InputSet
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A hand-rolled service of perf/baselines, as its field report ran it."""
+
+    server: str  # "flask" (Flask's own threaded server), "gunicorn" (gthread workers) or "uvicorn"
+    app: str  # "module:app"
+    title: str  # the report's name for it
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One of the issue's targets, judged from a run's numbers."""
+
+    target: str
+    met: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class Column:
+    """A workload's own column in the results table (e.g. ResNet's padding waste)."""
+
+    header: str
+    cell: Callable[[dict], str]
+
+
+class Workload:
+    name: str  # the spec's `workload`, the results folder perf/results/<name>/
+    title: str  # "RADAR"
+    models: tuple[str, ...]  # what a kit variant loads: its repository holds these only
+    entry: str  # the model requests go to
+    workers: str  # the model whose instance count is the kit's "workers / instances"
+    artifacts: str  # the folder under artifacts/ that the spec's `model` folder stands in for
+    needs: tuple[str, ...]  # files the spec's `model` folder must hold
+    request: str  # what one request carries
+    item: str  # what throughput is counted in (the limit too): rows' f"{item}s_per_s"
+    baselines: dict[str, Baseline] = {}  # target family -> service
+    endpoint: str = ""  # the baselines' POST path
+    metric_prefixes: tuple[str, ...] = ()  # Prometheus counters of the kit to difference over each point
+    columns: tuple[Column, ...] = ()
+    model_note: str = ""  # the report's words on the model (a spec's `model_note` overrides it)
+    load_note: str = ""  # on how requests reach each target
+    workers_note: str = ""  # on what the memory table's worker count means for the kit
+
+    @property
+    def key(self) -> str:
+        return f"{self.item}s_per_s"
+
+    def family_title(self, family: str) -> str:
+        return "kit (Triton)" if family == "kit" else self.baselines[family].title
+
+    def label(self, models: dict) -> str:
+        """A kit variant's layout in one line, from its profile's models."""
+        raise NotImplementedError
+
+    def setup(self, spec: dict, model_dir: Path, work: Path) -> tuple[dict[str, InputSet], dict | None]:
+        """The spec's input sets (each knowing its items per request) and the limit, or None without one."""
+        raise NotImplementedError
+
+    def baseline_environment(self, family: str, setting: dict, model_dir: Path, work: Path) -> dict[str, str]:
+        """What a baseline of `family` is configured with, beside ORT_THREADS (the engine's)."""
+        return {}
+
+    def figures(self, row: dict) -> dict:
+        """The workload's own figures of a measured point, from its counters."""
+        return {}
+
+    def inputs_line(self, spec: dict) -> str:
+        """The report's description of the spec's input sets."""
+        raise NotImplementedError
+
+    def verdicts(self, results: dict) -> list[Verdict]:
+        """The issue's targets for this workload, judged from a run's numbers."""
+        return []
+
+    def sections(self, results: dict, out_dir: Path) -> list[str]:
+        """The report's own sections, as Markdown lines, after the results and targets (the limit, where the time goes)."""
+        return []
+
+    def headline(self, results: dict) -> str:
+        """One line for the index perf/RESULTS.md: the kit's best swept point, against the limit if there is one."""
+        kit = [r for r in results["sweeps"] if r["family"] == "kit" and not r["error"]]
+        if not kit:
+            return "the kit has no successful point"
+        best = max(kit, key=lambda r: r[self.key])
+        line = f"kit {best[self.key]:.2f} {self.item}s/s at {best['load']} ({best['input']} {self.request}s)"
+        if results.get("limit"):
+            line += f", {best[self.key] / results['limit']['best'][self.key]:.2f} x the offline limit"
+        return line

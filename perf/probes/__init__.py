@@ -1,0 +1,1 @@
+"""Quick probes of one question each (bucket padding, trace occupancy, a plain client), apart from the sweeps."""

@@ -1,0 +1,8 @@
+"""The workloads the engine can measure, registered once: a spec's `workload` names one of these."""
+
+from perf.engine.workload import Workload
+from perf.workloads.ocr import OCR
+from perf.workloads.radar import RADAR
+from perf.workloads.resnet import RESNET
+
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (RADAR, OCR, RESNET)}

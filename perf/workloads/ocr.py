@@ -1,0 +1,164 @@
+"""OCR as a workload: generated pages and health-code screenshots to the `ocr` entry model, against the
+FastAPI + uvicorn service it replaces (same pipeline, same PP-OCRv4 models), and the in-process limit.
+
+Images travel as base64 text to every target, as web clients send them: in Triton's `IMAGE` BYTES
+element (the `ocr` model takes raw bytes or base64 text) and in the baseline's JSON body, so both
+sides decode the same base64. (perf_analyzer's `b64` form would put the raw bytes on the wire, but
+it copies each request's inputs into its profile export, which raw PNG bytes leave unparseable.)
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+from perf.engine.inputs import InputSet, write_pair
+from perf.engine.tables import by_family, kit_time_table, table
+from perf.engine.verdicts import kit_by_clients, no_failures, versus_baselines, versus_limit
+from perf.engine.workload import Baseline, Verdict, Workload
+from perf.workloads import ocr_limit
+from samples.images import mixed_images
+
+NETWORKS = ("ocr_det", "ocr_cls", "ocr_rec")
+
+
+def ocr_inputs(out_dir: Path, spec_input: dict) -> InputSet:
+    """A spec's images (samples.images.mixed_images) as base64 --input-data files."""
+    images = mixed_images(spec_input["count"], spec_input["seed"])
+    encoded = [base64.b64encode(data).decode("ascii") for data in images]
+    triton, http = write_pair(
+        out_dir, spec_input["name"], [{"IMAGE": {"content": [e], "shape": [1]}} for e in encoded], [{"image": e} for e in encoded]
+    )
+    return InputSet(spec_input["name"], images, 1.0, triton, http)
+
+
+def per_image(row: dict) -> list[str]:
+    """Per image: entry queue and compute; each network's compute (its requests' executions) and the
+    queues; the recogniser's batching."""
+    t = row.get("triton") or {}
+    images = t.get("ocr", {}).get("requests")
+    if not images or not all(t.get(m, {}).get("requests") for m in ("ocr_det", "ocr_rec")):
+        return ["-"] * 9
+    ms = lambda ns: f"{ns / images / 1e6:.0f}"  # noqa: E731
+
+    def net(m: str) -> float:
+        s = t.get(m, {})
+        return s["compute_infer"] / s["requests"] * s["executions"] if s.get("requests") else 0
+
+    rec = t["ocr_rec"]
+    return [
+        ms(t["ocr"]["queue"]),
+        ms(t["ocr"]["compute_infer"]),
+        *(ms(net(m)) for m in NETWORKS),
+        ms(sum(t.get(m, {}).get("queue", 0) for m in NETWORKS)),
+        f"{rec['requests'] / images:.1f}",
+        f"{rec['executions'] / images:.1f}",
+        f"{rec['inferences'] / rec['executions']:.1f}",
+    ]
+
+
+class Ocr(Workload):
+    name, title = "ocr", "OCR"
+    models = ("ocr", *NETWORKS)
+    entry, workers, artifacts = "ocr", "ocr_det", "ocr"
+    needs = ("det/model.onnx", "cls/model.onnx", "rec/model.onnx")
+    request = item = "image"
+    baselines = {"uvicorn": Baseline("uvicorn", "perf.baselines.fastapi_ocr:app", "FastAPI + uvicorn")}
+    endpoint = "ocr"
+    model_note = (
+        "PP-OCRv4 detector and recogniser and the mobile angle classifier from rapidocr-onnxruntime 1.4.4, exported by export.ocr"
+    )
+    load_note = (
+        'Triton over gRPC with the image\'s base64 text in `IMAGE`, the baseline as JSON POSTs of `{"image": "<base64>"}` '
+        "(perf_analyzer's `openai` service kind): both decode the same base64. Same images, the same pipeline "
+        "(kit.pipelines.ocr, with the committed `ocr` parameters) and the same three ONNX models in every target."
+    )
+    workers_note = "The kit's count is the instances of `ocr_det` (and of `ocr_rec`, which each variant gives as many)."
+
+    def label(self, models: dict) -> str:
+        """Instances x threads of each network, then the entry model's instances and queue timeout."""
+        nets = " ".join(
+            f"{m[4:]} {models[m].get('instances', 1)}x{models[m].get('threads', 1)}" for m in ("ocr_det", "ocr_rec", "ocr_cls")
+        )
+        entry = models["ocr"]
+        timeout = (
+            f" queue-timeout={entry['default_timeout_microseconds'] / 1e6:g}s" if "default_timeout_microseconds" in entry else ""
+        )
+        return f"{nets} entry={entry.get('instances', 1)}{timeout}"
+
+    def setup(self, spec: dict, model_dir: Path, work: Path) -> tuple[dict[str, InputSet], dict]:
+        """The image sets and the limit, in images/s: the kit's pipeline in-process on the limit set's images."""
+        inputs = {s["name"]: ocr_inputs(work / "inputs", s) for s in spec["inputs"]}
+        print(f"limit: the OCR pipeline in-process on {model_dir.name}", flush=True)
+        lim = spec["limit"]
+        result = ocr_limit.measure(model_dir, inputs[lim["input"]].items[: lim.get("images")], lim.get("warmup", 2))
+        print(f"  best: {result['best']['layout']}: {result['best']['images_per_s']:.2f} images/s", flush=True)
+        return inputs, result
+
+    def baseline_environment(self, family: str, setting: dict, model_dir: Path, work: Path) -> dict[str, str]:
+        return {"OCR_MODEL_DIR": str(model_dir.resolve())}
+
+    def inputs_line(self, spec: dict) -> str:
+        return "; ".join(
+            f"`{i['name']}`: {i['count']} generated PNG images (samples.images.mixed_images, seed {i['seed']}): documents "
+            "of printed lines 640-1200 px wide and health-code screenshots 540-1080 px wide, alternating"
+            for i in spec["inputs"]
+        )
+
+    def verdicts(self, results: dict) -> list[Verdict]:
+        """The issue's OCR targets: >= 0.9 x the limit at 8+ clients; >= FastAPI + uvicorn at its best worker
+        count with a p99 no worse; no failed request at any point of any target."""
+        rows = by_family(results["sweeps"], results["spec"]["sweep"]["input"])
+        kit = kit_by_clients(rows)
+        out = versus_limit(self, kit, results["limit"]["best"][self.key], [c for c in sorted(kit) if c >= 8])
+        out += versus_baselines(self, rows, kit, with_setting=True)
+        for family in ("kit", *self.baselines):
+            points = [r for r in results["probes"] + results["sweeps"] if r["family"] == family]
+            if points:
+                out.append(no_failures(f"zero failed requests in probes and sweep, {self.family_title(family)}", points))
+        return out
+
+    def sections(self, results: dict, out_dir: Path) -> list[str]:
+        return limit_section(results["limit"]) + time_section(results)
+
+
+LIMIT_NOTE = (
+    "The kit's pipeline in-process on the same encoded images (decoding, pre- and post-processing, the det/cls/rec ONNX Runtime "
+    "sessions; perf/baselines/ocr_model.py), one image after another per process, no server. Layouts: one process whose "
+    "sessions use all cores, or one 1-thread process per core, each taking the next image.\n"
+)
+TIME_NOTE = (
+    "Triton's own counters over each run, per image (ms). Entry = the `ocr` Python model: decoding, pre- and post-processing, "
+    "and waiting on its BLS calls. det / cls / rec = compute of `ocr_det`, `ocr_cls`, `ocr_rec` (each execution once, however "
+    "many requests it merged); network queue = the time the image's requests waited in the three networks' queues, summed. "
+    "The networks' compute against the entry's compute shows what the entry spends on its own work and on BLS.\n"
+)
+TIME_HEADERS = [
+    "entry queue",
+    "entry compute",
+    "det",
+    "cls",
+    "rec",
+    "network queue",
+    "rec requests / image",
+    "rec executions / image",
+    "crops / rec execution",
+]
+
+
+def limit_section(lim: dict) -> list[str]:
+    rows = [[r["layout"], f"{r['images_per_s']:.2f}", f"{r['images_per_cpu_s']:.2f}"] for r in lim["layouts"]]
+    best = f"**{lim['best']['layout']}: {lim['best']['images_per_s']:.2f} images/s**"
+    return [
+        "## The limit (offline, in-process, same images)\n",
+        LIMIT_NOTE,
+        *table(["layout", "images/s", "images / CPU-s"], rows),
+        f"\nBest (the limit): {best}, over {lim['images']} images.\n",
+    ]
+
+
+def time_section(results: dict) -> list[str]:
+    return ["## Where the kit's time goes\n", TIME_NOTE, *kit_time_table(results, TIME_HEADERS, per_image), ""]
+
+
+OCR = Ocr()

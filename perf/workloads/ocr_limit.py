@@ -1,0 +1,55 @@
+"""OCR's limit: the kit's whole pipeline in this process, no server, at its best layout, in images/s.
+
+The same encoded images through decoding, pre/post-processing and the det/cls/rec sessions
+(perf.baselines.ocr_model: what the served `ocr` does), one image after another: one process whose
+sessions use all cores, or N processes x 1 thread taking the next image from a shared counter (the
+images differ in cost, so fixed shares would leave a process idle at the end). The best one is the
+ceiling.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+
+from perf.baselines.ocr_model import OcrModel
+from perf.engine.limit import CORES, in_parallel, shared_counter, timed
+
+
+def read_all(model: OcrModel, images: list[bytes], counter=None) -> None:
+    """Every image in turn; with a shared counter, only the images no other process has taken."""
+    if counter is None:
+        for data in images:
+            model.read(data)
+        return
+    while True:
+        with counter.get_lock():
+            index = counter.value
+            counter.value += 1
+        if index >= len(images):
+            return
+        model.read(images[index])
+
+
+def ocr_job(model_dir: Path, images: list[bytes], warmup: list[bytes], threads: int, counter=None) -> Callable[[], None]:
+    model = OcrModel(model_dir, threads)
+    read_all(model, warmup)
+    return functools.partial(read_all, model, images, counter)
+
+
+def measure(model_dir: Path, images: list[bytes], warmup: int = 2) -> dict:
+    """Images/s of both layouts on `images` (after `warmup` of them, uncounted), and the best."""
+    first = images[:warmup]
+    layouts = []
+    wall, cpu = timed(functools.partial(ocr_job, model_dir, images, first, CORES))
+    layouts.append(
+        {"layout": f"1 process x {CORES} threads", "images_per_s": len(images) / wall, "images_per_cpu_s": len(images) / cpu}
+    )
+    if CORES > 1:
+        counter = shared_counter()
+        wall, cpu = in_parallel([functools.partial(ocr_job, model_dir, images, first, 1, counter) for _ in range(CORES)])
+        layouts.append(
+            {"layout": f"{CORES} processes x 1 thread", "images_per_s": len(images) / wall, "images_per_cpu_s": len(images) / cpu}
+        )
+    return {"images": len(images), "layouts": layouts, "best": max(layouts, key=lambda r: r["images_per_s"])}

@@ -1,0 +1,207 @@
+"""RADAR text detection as a workload: texts of the field report's lengths to the `radar` entry model,
+against the Flask, gunicorn, FastAPI and asyncio-batcher services it replaces, and the offline limit.
+
+Padding is compute: every target of a run pads chunks to the buckets the kit serves with (the
+committed CPU profile's, read from the built config), so that the kit, the baselines and the limit
+do the same work per chunk and differ only in how they serve it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kit.adapters.artifacts import radar_pipeline
+from kit.adapters.settings import RadarSettings
+from kit.control.configs import load_source_config, parameters
+from kit.control.profiles import load_profile
+from kit.pipelines.text.radar import RadarPipeline
+from perf.engine.inputs import InputSet, write_pair
+from perf.engine.tables import by_family, kit_time_table, sec, table
+from perf.engine.targets import variant_configs
+from perf.engine.verdicts import kit_by_clients, versus_baselines, versus_limit
+from perf.engine.workload import Baseline, Verdict, Workload
+from perf.workloads import radar_limit
+from samples.texts import sample_texts
+
+
+def radar_inputs(out_dir: Path, spec_input: dict, pipeline: RadarPipeline) -> InputSet:
+    """A spec's texts (samples.texts) as --input-data files, knowing their chunks per text."""
+    s = spec_input
+    texts = sample_texts(s["count"], s["min_chars"], s["max_chars"], seed=s["seed"])
+    triton, http = write_pair(
+        out_dir, s["name"], [{"TEXT": {"content": [t], "shape": [1]}} for t in texts], [{"text": t} for t in texts]
+    )
+    return InputSet(s["name"], texts, radar_limit.chunks_per_text(pipeline, texts), triton, http)
+
+
+def per_text(row: dict) -> list[str]:
+    """Per text: entry queue and compute, classifier queue and compute, average classifier batch, stub I/O."""
+    t = row.get("triton") or {}
+    entry, clf = t.get("radar", {}), t.get("radar_classifier", {})
+    if not entry.get("requests") or not clf.get("executions"):
+        return ["-"] * 6
+    ms = lambda ns, n: f"{ns / n / 1e6:.0f}"  # noqa: E731
+    return [
+        ms(entry["queue"], entry["requests"]),
+        ms(entry["compute_infer"], entry["requests"]),
+        ms(clf["queue"], clf["requests"]),
+        ms(clf["compute_infer"], clf["executions"]),
+        f"{clf['inferences'] / clf['executions']:.1f}",
+        ms(entry["compute_input"] + entry["compute_output"] + clf["compute_input"] + clf["compute_output"], entry["requests"]),
+    ]
+
+
+class Radar(Workload):
+    name, title = "radar", "RADAR"
+    models = ("radar", "radar_classifier")
+    entry, workers, artifacts, needs = "radar", "radar_classifier", "radar", ("model.onnx",)
+    request, item = "text", "chunk"
+    baselines = {
+        "flask": Baseline("flask", "perf.baselines.flask_radar:app", "Flask"),
+        "gunicorn": Baseline("gunicorn", "perf.baselines.flask_radar:app", "gunicorn gthread"),
+        "uvicorn": Baseline("uvicorn", "perf.baselines.fastapi_radar:app", "FastAPI + uvicorn"),
+        "batcher": Baseline("uvicorn", "perf.baselines.fastapi_batcher:app", "FastAPI + asyncio batcher"),
+    }
+    endpoint = "predict"
+    model_note = "the exported RADAR classifier"
+    load_note = (
+        "Triton over gRPC, the baselines as JSON POSTs (perf_analyzer's `openai` service kind). Same texts, same chunking "
+        "and length buckets (the CPU profile's bucket count, unless a kit variant's label says otherwise), same ONNX model; "
+        "a chunk is counted as requests/s x the mean chunks per text of the input set."
+    )
+    workers_note = "The kit's count is `radar_classifier`'s instances."
+
+    def settings(self, model_dir: Path, work: Path, setting: dict | None = None) -> RadarSettings:
+        """RADAR's settings as a kit variant (the committed CPU profile unless `setting` overrides it)
+        serves them from `model_dir`, read from the config the builder resolves."""
+        configs = variant_configs(self, setting or {}, model_dir, work)
+        return RadarSettings.from_parameters(parameters(configs["radar"]))
+
+    def label(self, models: dict) -> str:
+        """Classifier instances x threads, queue delay, bucket count, entry instances, ragged batches, queue timeout."""
+        clf, entry = models["radar_classifier"], models["radar"]
+        buckets = entry.get("parameters", {}).get("bucket_count") or parameters(load_source_config("radar"))["bucket_count"]
+        ragged = " ragged" if clf.get("ragged_batch") else ""
+        timeout = (
+            f" queue-timeout={entry['default_timeout_microseconds'] / 1e6:g}s" if "default_timeout_microseconds" in entry else ""
+        )
+        return (
+            f"{clf.get('instances', 1)}x{clf.get('threads', 1)} delay={clf.get('max_queue_delay_microseconds', 'src')}us "
+            f"buckets={buckets} entry={entry.get('instances', 1)}{ragged}{timeout}"
+        )
+
+    def setup(self, spec: dict, model_dir: Path, work: Path) -> tuple[dict[str, InputSet], dict]:
+        """The text sets and the limit, in chunks/s."""
+        settings = self.settings(model_dir, work / "kit-settings")
+        pipeline = radar_pipeline(model_dir, settings)
+        inputs = {s["name"]: radar_inputs(work / "inputs", s, pipeline) for s in spec["inputs"]}
+        print(f"limit: offline ONNX Runtime on {model_dir.name}", flush=True)
+        lim = spec["limit"]
+        result = radar_limit.measure(
+            model_dir, pipeline, inputs[lim["input"]].items, lim.get("chunks"), lim["batch_sizes"], settings.bucket_count
+        )
+        print(
+            f"  best: {result['best']['layout']} batch {result['best']['batch']}: {result['best']['chunks_per_s']:.2f} chunks/s",
+            flush=True,
+        )
+        return inputs, result
+
+    def baseline_environment(self, family: str, setting: dict, model_dir: Path, work: Path) -> dict[str, str]:
+        """The model folder and the kit's settings as parameters (RadarSettings.from_parameters rebuilds them);
+        a setting's `bucket_count` pads to that many buckets instead."""
+        variant = {"radar": {"parameters": {"bucket_count": str(setting["bucket_count"])}}} if "bucket_count" in setting else {}
+        configs = variant_configs(self, variant, model_dir, work / "kit-settings")
+        env = {"RADAR_MODEL_DIR": str(model_dir.resolve()), "RADAR_SETTINGS": json.dumps(parameters(configs["radar"]))}
+        if family == "batcher":
+            env |= {"BATCH_SIZE_MAX": str(setting["batch_size_max"]), "BATCH_TIMEOUT": str(setting["batch_timeout_ms"] / 1000)}
+        return env
+
+    def inputs_line(self, spec: dict) -> str:
+        return "; ".join(
+            f"`{i['name']}`: {i['count']} texts of {i['min_chars']}-{i['max_chars']} characters (samples.texts, seed {i['seed']})"
+            for i in spec["inputs"]
+        )
+
+    def verdicts(self, results: dict) -> list[Verdict]:
+        """The issue's RADAR targets: >= 0.9 x the limit at 16 and 64 clients; at least every baseline's
+        throughput with a p99 no worse; no failed request at 256 clients."""
+        rows = by_family(results["sweeps"], results["spec"]["sweep"]["input"])
+        kit = kit_by_clients(rows)
+        out = versus_limit(self, kit, results["limit"]["best"][self.key], [16, 64]) + versus_baselines(self, rows, kit)
+        for family, family_rows in rows.items():
+            for r in family_rows:
+                if r["concurrency"] == 256:
+                    out.append(
+                        Verdict(
+                            f"zero failed requests at 256 clients, {self.family_title(family)}",
+                            not r["error"],
+                            r["error"] or "none failed",
+                        )
+                    )
+        return out
+
+    def sections(self, results: dict, out_dir: Path) -> list[str]:
+        tune = out_dir / "tune.json"
+        return (
+            limit_section(results["limit"])
+            + time_section(results)
+            + (tune_section(json.loads(tune.read_text())) if tune.is_file() else [])
+        )
+
+
+TIME_NOTE = (
+    "Triton's own counters over each run, per text request (entry = the `radar` Python model, which waits on its BLS calls; "
+    "classifier = `radar_classifier`, per execution). Stub I/O is the Python backends' input+output copying.\n"
+)
+TIME_HEADERS = [
+    "entry queue ms",
+    "entry compute ms",
+    "classifier queue ms",
+    "classifier ms / execution",
+    "avg batch",
+    "stub I/O ms / text",
+]
+
+
+def limit_section(lim: dict) -> list[str]:
+    rows = [[r["layout"], r["batch"], f"{r['chunks_per_s']:.2f}", f"{r['chunks_per_cpu_s']:.2f}"] for r in lim["layouts"]]
+    best = f"**{lim['best']['layout']} at batch {lim['best']['batch']}: {lim['best']['chunks_per_s']:.2f} chunks/s**"
+    per_text = f"{lim['texts_per_s']:.2f} texts/s at {lim['chunks_per_text']:.2f} chunks per text"
+    buckets = f", padded to {lim['bucket_count']} length buckets as every target of the run" if "bucket_count" in lim else ""
+    return [
+        "## The limit (offline, in-process, same chunks)\n",
+        *table(["layout", "batch", "chunks/s", "chunks / CPU-s"], rows),
+        f"\nBest: {best} ({per_text}), over {lim['chunks']} chunks{buckets}.\n",
+    ]
+
+
+def time_section(results: dict) -> list[str]:
+    return ["## Where the kit's time goes\n", TIME_NOTE, *kit_time_table(results, TIME_HEADERS, per_text), ""]
+
+
+def tune_section(tune: dict) -> list[str]:
+    """The layout search of `make tune` (perf.tune), and whether the committed CPU profile holds its winner."""
+    committed = load_profile("cpu")["models"]
+    agrees = all(committed.get(model) == settings for model, settings in tune["winner"]["profile"].items())
+    status = (
+        "the committed `model_repository/profiles/cpu.json` holds it"
+        if agrees
+        else "**the committed `model_repository/profiles/cpu.json` differs from it** (edited after the search, or a dry run)"
+    )
+    return [
+        "## Layout search (`make tune`)\n",
+        f"At {tune['concurrency']} clients, p99 budget {tune['p99_budget_ms'] / 1000:.0f} s for the entry model end to end; "
+        f"run {tune['started']}. Winner: **{tune['winner']['setting']}**; {status}.\n",
+        *table(
+            ["stage", "setting", "texts/s", "p99 s", "within budget"],
+            [
+                [r["stage"], r["setting"], f"{r['throughput']:.2f}", sec(r["p99_ms"]), "yes" if r["within_budget"] else "no"]
+                for r in tune["trials"]
+            ],
+        ),
+        "",
+    ]
+
+
+RADAR = Radar()
