@@ -26,15 +26,20 @@ PIP_INSTALL = bin/pip install --quiet --disable-pip-version-check
 SERVE_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: help serve test test-export test-serve export standins system-deps clean
+.PHONY: help serve test lint test-export test-serve export standins system-deps clean
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
 serve: $(VENV)/serve/.installed export ## export if needed, build the CPU repository, run tritonserver on 127.0.0.1:8000/8001/8002
-	$(SERVE_PY) -m kit.serve $(SERVE_ARGS)
+	$(SERVE_PY) -m kit.control.serve $(SERVE_ARGS)
 
-test: test-export test-serve ## set everything up, then run the whole test suite against a real tritonserver
+test: lint test-export test-serve ## set everything up, then lint and run the whole test suite against a real tritonserver
+
+lint: $(VENV)/serve/.installed ## ruff lint and format check, and the import layering contracts (pyproject.toml)
+	$(VENV)/serve/bin/ruff check .
+	$(VENV)/serve/bin/ruff format --check .
+	$(VENV)/serve/bin/lint-imports
 
 test-export: $(VENV)/export/.installed
 	$(EXPORT_PY) -m pytest tests/export -q $(PYTEST_ARGS)
@@ -55,7 +60,7 @@ endif
 ifeq ($(RADAR_MODEL),$(TINY_RADAR))
 $(RADAR_ONNX): $(TINY_RADAR)/config.json
 endif
-$(RADAR_ONNX): export/radar.py export/onnx_validate.py | $(VENV)/export/.installed
+$(RADAR_ONNX): export/radar.py export/onnx_validate.py kit/runners/torch_models.py kit/pipelines/text/radar.py samples/texts.py | $(VENV)/export/.installed
 	$(EXPORT_PY) -m export.radar --model $(RADAR_MODEL) --out $(ARTIFACTS)/radar
 	echo "$(RADAR_MODEL)" > $(ARTIFACTS)/radar/.source
 
@@ -63,7 +68,7 @@ $(TINY_RADAR)/config.json: export/standins.py | $(VENV)/export/.installed
 	$(EXPORT_PY) -m export.standins --size tiny --out $(TINY_RADAR)
 
 # PP-OCRv4 det/rec/cls ship in the pinned rapidocr-onnxruntime wheel (serve venv); checksummed, rewritten, validated.
-$(OCR_ONNX): export/ocr.py export/onnx_validate.py kit/ocr/recognize.py kit/ocr/synthetic.py | $(VENV)/serve/.installed
+$(OCR_ONNX): export/ocr.py export/onnx_validate.py kit/pipelines/ocr/recognize.py samples/images.py | $(VENV)/serve/.installed
 	$(SERVE_PY) -m export.ocr --out $(ARTIFACTS)/ocr
 
 # ResNet-50 for padded mixed-shape batches (RESNET_MODEL, default a random-weight stand-in), then its
@@ -71,18 +76,21 @@ $(OCR_ONNX): export/ocr.py export/onnx_validate.py kit/ocr/recognize.py kit/ocr/
 ifneq ($(shell cat $(ARTIFACTS)/resnet50/.source 2>/dev/null),$(RESNET_MODEL))
 .PHONY: $(RESNET_ONNX)
 endif
-$(RESNET_ONNX): export/resnet.py export/onnx_validate.py | $(VENV)/export/.installed
+$(RESNET_ONNX): export/resnet.py export/onnx_validate.py kit/runners/torch_models.py | $(VENV)/export/.installed
 	$(EXPORT_PY) -m export.resnet $(if $(RESNET_MODEL),--model $(RESNET_MODEL)) --out $(ARTIFACTS)/resnet50
 	echo "$(RESNET_MODEL)" > $(ARTIFACTS)/resnet50/.source
 
-$(RESNET_COST): $(RESNET_ONNX) kit/batching/measure_cost.py model_repository/profiles/cpu.json | $(VENV)/serve/.installed
-	$(SERVE_PY) -m kit.batching.measure_cost --model $(ARTIFACTS)/resnet50/model.onnx --out $@
+$(RESNET_COST): $(RESNET_ONNX) export/resnet_cost.py model_repository/profiles/cpu.json | $(VENV)/serve/.installed
+	$(SERVE_PY) -m export.resnet_cost --model $(ARTIFACTS)/resnet50/model.onnx --out $@
 
-.PHONY: perf-resnet
-perf-resnet: $(VENV)/serve/.installed $(RESNET_COST) ## ResNet-50 on (3, 224±50, 224±50) images, 1-70 clients: no / Triton / Paddle / cost batching (~25 min) -> perf/RESULTS.md
-	$(SERVE_PY) -m perf.resnet_padding --report perf/RESULTS.md
+.PHONY: perf-resnet perf-resnet-quick
+perf-resnet: $(VENV)/serve/.installed $(RESNET_COST) ## ResNet-50 on (3, 224±50, 224±50) images, 1-70 clients: no / Triton / Paddle / cost batching (~25 min) -> perf/results/resnet/REPORT.md
+	$(SERVE_PY) -m perf sweep --spec resnet --out perf/results/resnet
 
-system-deps: ## Debian packages the embedded server needs (installed only when missing; needs root)
+perf-resnet-quick: $(VENV)/serve/.installed $(RESNET_COST) ## the same four variants at 1, 8 and 32 clients, 10 s windows (~5 min) -> build/perf/results-resnet-quick/REPORT.md
+	$(SERVE_PY) -m perf sweep --spec resnet-quick --out build/perf/results-resnet-quick
+
+system-deps: ## Debian packages the embedded server and the door's browser test need (installed only when missing; needs root)
 	@missing=""; \
 	command -v $(PYTHON) >/dev/null || missing="$$missing python3.11 python3.11-venv"; \
 	[ -e /usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0 ] || missing="$$missing libpython3.11"; \
@@ -90,46 +98,52 @@ system-deps: ## Debian packages the embedded server needs (installed only when m
 	[ -e /usr/lib/x86_64-linux-gnu/libgthread-2.0.so.0 ] || missing="$$missing libglib2.0-0"; \
 	[ -e /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ] || missing="$$missing fonts-wqy-microhei"; \
 	[ -e /usr/lib/x86_64-linux-gnu/libb64.so.0d ] || missing="$$missing libb64-0d"; \
+	[ -e /usr/bin/chromium ] || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; apt-get update -qq && apt-get install -y -qq $$missing; fi
 
-$(VENV)/serve/.installed: requirements/serve.txt requirements/serve.lock | system-deps
+# Each venv installs the kit editable with its extra (pyproject.toml), constrained by its lock file.
+# editable_mode=compat writes a plain path .pth: the Python-backend stub ignores PYTHONPATH and import
+# hooks are not needed to find the kit from inside it.
+$(VENV)/serve/.installed: pyproject.toml requirements/serve.lock | system-deps
 	rm -rf $(VENV)/serve && $(PYTHON) -m venv $(VENV)/serve
-	cd $(VENV)/serve && $(PIP_INSTALL) -r ../../requirements/serve.txt -c ../../requirements/serve.lock
-	# The Python-backend stub ignores PYTHONPATH: make the kit importable from the venv itself.
-	echo "$(CURDIR)" > $$($(SERVE_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/triton-kit.pth
+	$(VENV)/serve/$(PIP_INSTALL) -c requirements/serve.lock -e '.[serve,dev]' --config-settings editable_mode=compat
 	touch $@
 
-$(VENV)/export/.installed: requirements/export.txt requirements/export.lock | system-deps
+$(VENV)/export/.installed: pyproject.toml requirements/export.lock | system-deps
 	rm -rf $(VENV)/export && $(PYTHON) -m venv $(VENV)/export
-	cd $(VENV)/export && $(PIP_INSTALL) -r ../../requirements/export.txt -c ../../requirements/export.lock
-	echo "$(CURDIR)" > $$($(EXPORT_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/triton-kit.pth
+	$(VENV)/export/$(PIP_INSTALL) -c requirements/export.lock -e '.[export]' --config-settings editable_mode=compat
 	touch $@
 
 clean: ## remove virtualenvs, exported models and built repositories
 	rm -rf $(VENV) $(ARTIFACTS) build
 
-# Performance kit (perf/): perf_analyzer sweeps of the kit against the hand-rolled baselines, on the
-# RoBERTa-large-shaped stand-in (random weights, real compute per chunk). Each starts its own servers on free ports.
+# Performance kit (perf/, docs/PERFORMANCE.md): `python -m perf sweep --spec NAME` runs perf/specs/NAME.json
+# on the one engine; a run into perf/results/<workload>/ also regenerates the index perf/RESULTS.md. RADAR runs
+# on the RoBERTa-large-shaped stand-in (random weights, real compute per chunk). Each starts its own servers on free ports.
 PERF_CHECKPOINT := $(ARTIFACTS)/checkpoints/radar-large
 PERF_MODEL := $(ARTIFACTS)/radar-large/export.json
 
-.PHONY: perf perf-quick tune
+.PHONY: perf perf-quick tune perf-report
 
-perf: $(VENV)/serve/.installed $(PERF_MODEL) ## full sweep: kit vs Flask/gunicorn/FastAPI baselines and the offline limit -> perf/RESULTS.md (~30 min)
-	$(SERVE_PY) -m perf.sweep --spec full --out perf/results --report perf/RESULTS.md
+perf: $(VENV)/serve/.installed $(PERF_MODEL) ## full RADAR sweep: kit vs Flask/gunicorn/FastAPI baselines and the offline limit -> perf/results/radar/REPORT.md (~35 min)
+	$(SERVE_PY) -m perf sweep --spec full --out perf/results/radar
 
 perf-quick: $(VENV)/serve/.installed $(PERF_MODEL) ## every target once at 16 clients (under 10 min) -> build/perf/results-quick/REPORT.md
-	$(SERVE_PY) -m perf.sweep --spec quick --out build/perf/results-quick
+	$(SERVE_PY) -m perf sweep --spec quick --out build/perf/results-quick
 
 tune: $(VENV)/serve/.installed $(PERF_MODEL) ## search instances x threads x queue delay x buckets; write the winner into model_repository/profiles/cpu.json
 	$(SERVE_PY) -m perf.tune --spec tune
 
+perf-report: $(VENV)/serve/.installed ## regenerate every perf/results/*/REPORT.md and perf/RESULTS.md from the committed results.json (no benchmark)
+	$(SERVE_PY) -m perf report
+
 $(PERF_CHECKPOINT)/config.json: export/standins.py | $(VENV)/export/.installed
 	$(EXPORT_PY) -m export.standins --size large --out $(PERF_CHECKPOINT)
 
-$(PERF_MODEL): $(PERF_CHECKPOINT)/config.json | $(VENV)/export/.installed
-	$(EXPORT_PY) -m export.radar --model $(PERF_CHECKPOINT) --out $(ARTIFACTS)/radar-large
+# No PyTorch checkpoint copy (--no-checkpoint): the CPU benchmarks serve the ONNX file, and it is 1.4 GB.
+$(PERF_MODEL): $(PERF_CHECKPOINT)/config.json export/radar.py | $(VENV)/export/.installed
+	$(EXPORT_PY) -m export.radar --model $(PERF_CHECKPOINT) --out $(ARTIFACTS)/radar-large --no-checkpoint
 
 # GPU deployment (docs/GPU.md): built and checked offline here, run on a GPU host. The Triton
 # container release is pinned in docker-compose.yml (TRITON_RELEASE, 24.10 = tritonserver 2.51.0);
@@ -142,7 +156,7 @@ TRT_RUN ?= $(SERVE_PY) -m export.tensorrt
 .PHONY: repository-gpu compose-config tensorrt deploy-deps
 
 repository-gpu: $(VENV)/serve/.installed export ## build the GPU repository in build/repository/gpu (hard links, not symlinks: mountable, uploadable)
-	$(SERVE_PY) -m kit.repository build --profile gpu --out $(GPU_REPOSITORY).links
+	$(SERVE_PY) -m kit.control.repository build --profile gpu --out $(GPU_REPOSITORY).links
 	rm -rf $(GPU_REPOSITORY)
 	cp -rL --link $(GPU_REPOSITORY).links $(GPU_REPOSITORY) 2>/dev/null \
 		|| { rm -rf $(GPU_REPOSITORY); cp -rL $(GPU_REPOSITORY).links $(GPU_REPOSITORY); }
@@ -153,7 +167,7 @@ compose-config: deploy-deps ## validate docker-compose.yml offline (no Docker en
 
 tensorrt: $(VENV)/serve/.installed $(RADAR_ONNX) ## build RADAR's TensorRT engine with an FP16 accuracy check (GPU + TensorRT 10.5: see TRT_RUN)
 	$(TRT_RUN) --onnx $(ARTIFACTS)/radar/model.onnx --out $(ARTIFACTS)/radar/model.plan \
-		$$($(SERVE_PY) -m kit.gpu_profile trt-shapes radar_classifier) \
+		$$($(SERVE_PY) -m kit.control.gpu_profile trt-shapes radar_classifier) \
 		--int-high $$($(SERVE_PY) -c 'from tokenizers import Tokenizer; print(Tokenizer.from_file("$(ARTIFACTS)/radar/tokenizer.json").get_vocab_size())')
 
 deploy-deps: ## Debian's docker-compose, to validate docker-compose.yml offline (installed only when missing; needs root)
@@ -180,8 +194,39 @@ fuzz: $(VENV)/serve/.installed export ## 5,000 malformed requests per protocol a
 # same pipeline and PP-OCRv4 models, and the in-process limit; `make perf` is the RADAR sweep.
 .PHONY: perf-ocr perf-ocr-quick
 
-perf-ocr: $(VENV)/serve/.installed $(OCR_ONNX) ## OCR sweep: kit vs FastAPI + uvicorn (1/2/4 workers) and the in-process limit, 1-32 clients -> perf/RESULTS.md (6-10 min)
-	$(SERVE_PY) -m perf.sweep --spec ocr --out perf/results/ocr --report perf/RESULTS.md
+perf-ocr: $(VENV)/serve/.installed $(OCR_ONNX) ## OCR sweep: kit vs FastAPI + uvicorn (1/2/4 workers) and the in-process limit, 1-32 clients -> perf/results/ocr/REPORT.md (6-10 min)
+	$(SERVE_PY) -m perf sweep --spec ocr --out perf/results/ocr
 
 perf-ocr-quick: $(VENV)/serve/.installed $(OCR_ONNX) ## OCR: the kit and uvicorn once at 8 clients (under 5 min) -> build/perf/results-ocr-quick/REPORT.md
-	$(SERVE_PY) -m perf.sweep --spec ocr-quick --out build/perf/results-ocr-quick
+	$(SERVE_PY) -m perf sweep --spec ocr-quick --out build/perf/results-ocr-quick
+
+# GPU measurement (issue 13, docs/GPU.md): one device call runs `bash perf/gpu/run.sh` on the GPU host with the
+# carry that gpu-carry builds in .gpu/ (ignored); gpu-dry-run runs the same script and code on this CPU with tiny
+# models. .venv/gpu stands for the host's Python: the `gpu` extra's packages, without the kit installed and
+# without what the carry brings.
+GPU_PYTHON_VERSION ?= 3.12
+GPU_CARRY := .gpu
+GPU_DRY := build/gpu-dry-run
+GPU_REQUIREMENTS = $(shell $(PYTHON) -c 'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["gpu"]))')
+LOCAL_PYTHON_VERSION = $(shell $(PYTHON) -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+
+.PHONY: gpu-carry gpu-dry-run
+
+gpu-carry: ## the GPU host's carry in .gpu/: tritonserver repacked and the wheels it lacks (GPU_PYTHON_VERSION); prints its size
+	$(PYTHON) -m perf.gpu.carry --python $(GPU_PYTHON_VERSION) --out $(GPU_CARRY)
+
+gpu-dry-run: $(VENV)/gpu/.installed ## perf/gpu/run.sh on this CPU: tiny models, FP32, short windows (a few minutes) -> build/gpu-dry-run/REPORT.md
+	$(PYTHON) -m perf.gpu.carry --python $(LOCAL_PYTHON_VERSION) --out $(GPU_DRY)-carry
+	GPU_PYTHON=$(VENV)/gpu/bin/python GPU_CARRY=$(GPU_DRY)-carry GPU_WORK=$(GPU_DRY)-work GPU_ARGS="--device cpu --quick" \
+		GPU_BUDGET_S=900 OUT=$(GPU_DRY) bash perf/gpu/run.sh
+
+$(VENV)/gpu/.installed: pyproject.toml requirements/export.lock
+	rm -rf $(VENV)/gpu && $(PYTHON) -m venv $(VENV)/gpu
+	$(VENV)/gpu/$(PIP_INSTALL) -c requirements/export.lock $(GPU_REQUIREMENTS)
+	touch $@
+
+# The front door's cost (issue 16, docs/DOOR.md): RADAR through the door and straight to Triton's gRPC port,
+# side by side on one server, in alternating windows; the RoBERTa-large-shaped stand-in at 16 and 64 clients, the tiny one at 1.
+.PHONY: door-overhead
+door-overhead: $(VENV)/serve/.installed $(PERF_MODEL) $(RADAR_ONNX) ## door vs direct gRPC on RADAR (~10 min) -> perf/results/door/overhead.md
+	$(SERVE_PY) -m perf.probes.door_overhead --out perf/results/door/overhead.json
