@@ -1,0 +1,87 @@
+"""The embedded server on a GPU host (`--profile gpu-embedded`): the tritonserver from the nvidia-pytriton
+wheel, a GPU build with no container and no native ONNX Runtime or TensorRT backend.
+
+Derived by backend from the same sources as the other profiles, never by model name:
+
+- `onnxruntime` models become Python-backend models on one of the kit's runners, by `runner`:
+  "torch": the PyTorch checkpoint the export saved beside the ONNX file (`checkpoint/`, linked by
+  artifacts.json), on `KIND_GPU` instances on each GPU in `gpus`, in `dtype` (fp16 unless set),
+  with `cuda_graphs` (kit.runners.torch);
+  "onnx" (the default): the ONNX file with `threads` on ONNX Runtime's `provider`, on `KIND_CPU`
+  instances for the CPU provider (the default) and on `KIND_GPU` ones on `gpus` for the CUDA or
+  TensorRT provider (onnxruntime-gpu).
+  Either runner takes its inputs in CPU memory (FORCE_CPU_ONLY_INPUT_TENSORS) and moves them itself.
+- `python` models (entry models, pre/post-processing) stay on `KIND_CPU`: they hold no weights.
+
+Settings: `runner`, `gpus` (default [0]), `dtype`, `cuda_graphs`, `threads`, `provider`, and the
+common ones of kit.control.profiles; `instances` counts per GPU for a GPU placement. The values
+of the runner settings are checked by their typed settings (kit.adapters.settings) at build.
+"""
+
+from __future__ import annotations
+
+from tritonclient.grpc import model_config_pb2 as mc
+
+from kit.control.configs import RepositoryError, copy_config, set_parameter
+from kit.control.profiles import COMMON, apply_common, check_keys
+
+RUNNER_KEYS = {"torch": frozenset({"gpus", "dtype", "cuda_graphs"}), "onnx": frozenset({"gpus", "threads", "provider"})}
+SETTINGS = COMMON | {"runner"} | RUNNER_KEYS["torch"] | RUNNER_KEYS["onnx"]
+CHECKPOINT = "checkpoint"
+CPU_PROVIDER = "CPUExecutionProvider"
+
+
+def _torch_runner(config: mc.ModelConfig, settings: dict) -> bool:
+    """Sets the PyTorch runner's parameters; True: it runs on a GPU (always, in this profile)."""
+    set_parameter(config, "torch_model", CHECKPOINT)
+    set_parameter(config, "dtype", settings.get("dtype", "fp16"))
+    set_parameter(config, "device", "cuda")
+    set_parameter(config, "cuda_graphs", settings.get("cuda_graphs", 0))
+    return True
+
+
+def _onnx_runner(config: mc.ModelConfig, settings: dict) -> bool:
+    """Sets the ONNX runner's parameters; True when its provider runs on a GPU."""
+    provider = settings.get("provider", CPU_PROVIDER)
+    if provider == CPU_PROVIDER and "gpus" in settings:
+        raise RepositoryError(f"{config.name}: `gpus` places GPU instances, but provider {provider} runs on the CPU")
+    set_parameter(config, "onnx_model", "model.onnx")
+    set_parameter(config, "intra_op_threads", settings.get("threads", 1))
+    set_parameter(config, "provider", provider)
+    return provider != CPU_PROVIDER
+
+
+RUNNERS = {"torch": _torch_runner, "onnx": _onnx_runner}
+
+
+def apply_gpu_embedded_profile(config: mc.ModelConfig, settings: dict) -> mc.ModelConfig:
+    """The embedded GPU placement for one model: a modified copy of its canonical config."""
+    check_keys(config, settings, SETTINGS, "gpu-embedded")
+    config = copy_config(config)
+    own = set(settings) - COMMON
+    if config.backend == "python":
+        if own:
+            raise RepositoryError(f"{config.name}: {sorted(own)} are for ONNX models on a runner, not a Python model")
+        on_gpu = False
+    elif config.backend == "onnxruntime":
+        runner = settings.get("runner", "onnx")
+        if runner not in RUNNERS:
+            raise RepositoryError(f"{config.name}: unknown runner {runner!r} (known: {sorted(RUNNERS)})")
+        foreign = own - RUNNER_KEYS[runner] - {"runner"}
+        if foreign:
+            raise RepositoryError(f"{config.name}: {sorted(foreign)} do not apply to the {runner} runner")
+        config.backend = "python"
+        on_gpu = RUNNERS[runner](config, settings)
+        set_parameter(config, "FORCE_CPU_ONLY_INPUT_TENSORS", "yes")
+    else:
+        raise RepositoryError(f"{config.name}: no embedded GPU placement for backend {config.backend!r}")
+    del config.instance_group[:]
+    kind = mc.ModelInstanceGroup.KIND_GPU if on_gpu else mc.ModelInstanceGroup.KIND_CPU
+    group = config.instance_group.add(kind=kind, count=int(settings.get("instances", 1)))
+    if on_gpu:
+        group.gpus[:] = [int(g) for g in settings.get("gpus", [0])]
+    apply_common(config, settings)
+    too_large = [b for b in config.dynamic_batching.preferred_batch_size if b > config.max_batch_size]
+    if too_large:
+        raise RepositoryError(f"{config.name}: preferred batch sizes {too_large} exceed max_batch_size {config.max_batch_size}")
+    return config

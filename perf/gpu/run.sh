@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The whole GPU measurement of issue 13 in one device call (docs/GPU.md), from the repository's root:
+#
+#   bash perf/gpu/run.sh          # on the GPU host, with carry [".gpu"] (make gpu-carry), results into $OUT
+#
+# Unpacks the repacked tritonserver, installs the carried wheels into folders, makes an overlay virtualenv whose
+# python3 sees them, the host's packages and this tree (the Python-backend stub takes its packages from the first
+# python3 on PATH), checks that the stub finds its libpython, that this Python imports what the run needs and that
+# the stubs' numpy 1.x works with the host's torch, then runs `python -m perf.gpu`, which keeps to a deadline
+# counted from this script's start.
+# The CPU dry run (make gpu-dry-run) runs this same script with: GPU_PYTHON (the host's python3), GPU_CARRY (the
+# carried folder), GPU_WORK (scratch), GPU_ARGS (extra arguments of perf.gpu) and GPU_BUDGET_S (seconds).
+set -euo pipefail
+START=$(date +%s)
+ROOT=$(pwd)
+PY=${GPU_PYTHON:-python3}
+CARRY=$(realpath "${GPU_CARRY:-.gpu}")
+WORK=$(realpath -m "${GPU_WORK:-/tmp/kit-gpu}")
+OUT=$(realpath -m "${OUT:?set OUT to the folder for the results}")
+DEADLINE=$((START + ${GPU_BUDGET_S:-565}))
+export PYTHONUNBUFFERED=1
+mkdir -p "$OUT"
+exec > >(tee "$OUT/run.log") 2>&1
+
+fail() { echo "run.sh: $*" >&2; exit 3; }
+VERSION=$("$PY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+TARBALL="$CARRY/tritonserver-py$VERSION.tar.xz"
+[ -f "$TARBALL" ] || fail "no $TARBALL: the carry was built for another Python (make gpu-carry GPU_PYTHON_VERSION=$VERSION)"
+echo "run.sh: python $VERSION ($("$PY" -c 'import sys; print(sys.executable)')), carry $CARRY, work $WORK"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+
+rm -rf "$WORK" && mkdir -p "$WORK/server"
+tar -xJf "$TARBALL" -C "$WORK/server"
+export KIT_TRITON_DIST="$WORK/server/pytriton/tritonserver" KIT_STUB_SITE="$WORK/stub-wheels"
+for folder in wheels stub-wheels; do
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$WORK/$folder" "$CARRY/$folder"/*.whl
+done
+
+# The overlay: this tree first, then the carried wheels (they shadow older host copies), then the host's packages;
+# in the stub processes alone, the stub's numpy 1.x before all (the 2.51 stub reads numpy 2 arrays wrongly).
+"$PY" -m venv --without-pip "$WORK/venv"
+VPY="$WORK/venv/bin/python3"
+SITE=$("$VPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+STUB_PATH="import os, sys; os.path.basename(os.readlink('/proc/self/exe')) == 'triton_python_backend_stub'"
+{
+  echo "$STUB_PATH and sys.path.insert(0, '$WORK/stub-wheels')"
+  echo "$ROOT"
+  echo "import site; site.addsitedir('$WORK/wheels')"
+  "$PY" -c 'import site; print("\n".join(f"import site; site.addsitedir({p!r})" for p in site.getsitepackages()))'
+} >"$SITE/_kit_gpu.pth"
+
+LIBDIR=$("$VPY" -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))')
+LIBPYTHON="libpython$VERSION.so.1.0"
+if [ ! -e "$LIBDIR/$LIBPYTHON" ]; then
+  FOUND=$(find /usr /opt /root -name "$LIBPYTHON" -print -quit 2>/dev/null || true)
+  [ -n "$FOUND" ] || fail "$LIBPYTHON is not under $LIBDIR nor /usr, /opt, /root: the Python-backend stub cannot start"
+  LIBDIR=$(dirname "$FOUND")
+fi
+export LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+for binary in bin/tritonserver backends/python/libtriton_python.so "python_backend_stubs/$VERSION/triton_python_backend_stub"; do
+  MISSING=$(ldd "$KIT_TRITON_DIST/$binary" | grep "not found" || true)
+  [ -z "$MISSING" ] || fail "$binary misses libraries: $MISSING"
+done
+echo "run.sh: the stub finds $LIBDIR/$LIBPYTHON"
+
+"$VPY" - <<'EOF' || fail "this Python lacks what the run needs (see above)"
+import importlib
+for name in ("numpy", "torch", "transformers", "tokenizers", "tritonclient.grpc", "fastapi", "flask", "uvicorn",
+             "aiohttp", "pynvml", "matplotlib", "onnxruntime", "kit.runners.torch", "perf.gpu.phases"):
+    module = importlib.import_module(name)
+    print(f"  {name:<20} {getattr(module, '__version__', '-'):<14} {module.__file__}")
+import numpy, torch
+print(f"run.sh: numpy {numpy.__version__}; torch {torch.__version__}, CUDA available: {torch.cuda.is_available()}")
+EOF
+# What a stub process sees: the carried numpy 1.x under the host's torch and transformers.
+WORK="$WORK" "$VPY" - <<'EOF' || fail "the stubs' numpy does not work with this torch"
+import os, sys
+sys.path.insert(0, os.environ["WORK"] + "/stub-wheels")
+import numpy, torch, transformers, tokenizers
+assert numpy.__version__ < "2", numpy.__version__
+assert torch.from_numpy(numpy.arange(4, dtype=numpy.int64)).half().numpy().tolist() == [0, 1, 2, 3]
+print(f"run.sh: the stubs get numpy {numpy.__version__} ({numpy.__file__}), with torch {torch.__version__}")
+EOF
+
+# shellcheck disable=SC2086 # GPU_ARGS is a list of arguments
+"$VPY" -m perf.gpu --out "$OUT" --work "$WORK/run" --deadline "$DEADLINE" ${GPU_ARGS:-}
+echo "run.sh: done in $(($(date +%s) - START)) s"

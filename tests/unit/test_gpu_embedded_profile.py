@@ -1,0 +1,167 @@
+"""The gpu-embedded profile: the embedded server's configs for a GPU host, parsed with Triton's schema.
+
+Nothing here needs a GPU or PyTorch (this venv has neither): the PyTorch runner itself is tested
+in tests/export/test_torch_runner.py; what the profile does on a GPU is listed in docs/GPU.md as
+not yet measured.
+"""
+
+import json
+
+import pytest
+from tritonclient.grpc import model_config_pb2 as mc
+
+from kit.adapters.settings import OnnxRunnerSettings, SettingsError, TorchRunnerSettings, settings_class
+from kit.control.configs import RepositoryError, load_source_config, parameters, parse_config, render_config
+from kit.control.gpu_embedded_profile import apply_gpu_embedded_profile
+from kit.control.profiles import load_profile
+from kit.control.repository import RUNNERS, build, profile_configs, resolved
+from kit.runners.onnx import make_session
+
+PROFILE = load_profile("gpu-embedded")["models"]
+TORCH_MODELS = ("radar_classifier", "resnet50_backbone")
+OCR_NETWORKS = ("ocr_det", "ocr_cls", "ocr_rec")
+
+
+@pytest.fixture(scope="module")
+def configs():
+    return profile_configs("gpu-embedded")
+
+
+def test_every_config_round_trips_through_tritons_schema(configs):
+    for config in configs.values():
+        assert parse_config(render_config(config)) == config
+
+
+def test_names_tensors_max_batch_and_queue_policy_stay_the_sources(configs):
+    for model, config in configs.items():
+        source = load_source_config(model)
+        assert (config.name, config.output, config.max_batch_size) == (source.name, source.output, source.max_batch_size)
+        assert [(t.name, t.data_type, list(t.dims)) for t in config.input] == [
+            (t.name, t.data_type, list(t.dims)) for t in source.input
+        ]
+        assert config.dynamic_batching.default_queue_policy == source.dynamic_batching.default_queue_policy
+        assert config.backend == "python"
+
+
+@pytest.mark.parametrize("model", TORCH_MODELS)
+def test_classifier_and_backbone_run_the_pytorch_runner_in_fp16_on_explicit_gpus(configs, model):
+    config, settings = configs[model], PROFILE[model]
+    (group,) = config.instance_group
+    assert group.kind == mc.ModelInstanceGroup.KIND_GPU
+    assert list(group.gpus) == settings["gpus"] and group.count == settings["instances"]
+    params = parameters(config)
+    assert params["torch_model"] == "checkpoint" and "onnx_model" not in params
+    assert (params["dtype"], params["device"]) == ("fp16", "cuda")
+    assert params["FORCE_CPU_ONLY_INPUT_TENSORS"] == "yes"
+    assert all(size <= config.max_batch_size for size in config.dynamic_batching.preferred_batch_size)
+
+
+@pytest.mark.parametrize("model", OCR_NETWORKS)
+def test_ocr_networks_run_the_onnx_runner_on_cpu_onnx_runtime(configs, model):
+    config = configs[model]
+    (group,) = config.instance_group
+    assert group.kind == mc.ModelInstanceGroup.KIND_CPU and not group.gpus
+    params = parameters(config)
+    assert (params["onnx_model"], params["provider"]) == ("model.onnx", "CPUExecutionProvider")
+    assert params["intra_op_threads"] == str(PROFILE[model]["threads"])
+    assert params["FORCE_CPU_ONLY_INPUT_TENSORS"] == "yes"
+
+
+def test_entry_models_stay_on_cpu_with_their_instance_counts(configs):
+    for model in ("radar", "ocr", "health_code", "resnet50"):
+        (group,) = configs[model].instance_group
+        assert group.kind == mc.ModelInstanceGroup.KIND_CPU
+        assert group.count == PROFILE[model]["instances"]
+
+
+def test_radar_keeps_the_sources_bucket_count_as_the_gpu_profile_does(configs):
+    assert "parameters" not in PROFILE["radar"] and "parameters" not in load_profile("gpu")["models"]["radar"]
+    assert configs["radar"].parameters["bucket_count"] == load_source_config("radar").parameters["bucket_count"]
+
+
+def test_every_model_passes_its_typed_settings(radar_artifacts):
+    configs, _ = resolved("gpu-embedded", radar_artifacts.parent)  # raises on any parameter its settings refuse
+    for model in TORCH_MODELS:
+        settings = TorchRunnerSettings.from_parameters(parameters(configs[model]))
+        assert (settings.dtype, settings.device, settings.cuda_graphs) == ("fp16", "cuda", 0)
+    for model in OCR_NETWORKS:
+        assert settings_class(model, parameters(configs[model])) is OnnxRunnerSettings
+
+
+def test_cuda_provider_moves_an_onnx_network_to_the_listed_gpus():
+    settings = {"runner": "onnx", "provider": "CUDAExecutionProvider", "gpus": [1, 2], "instances": 2}
+    config = apply_gpu_embedded_profile(load_source_config("ocr_rec"), settings)
+    (group,) = config.instance_group
+    assert (group.kind, list(group.gpus), group.count) == (mc.ModelInstanceGroup.KIND_GPU, [1, 2], 2)
+    assert OnnxRunnerSettings.from_parameters(parameters(config)).provider == "CUDAExecutionProvider"
+
+
+@pytest.mark.parametrize(
+    ("model", "settings", "message"),
+    [
+        ("radar_classifier", {"runner": "torch", "precision": "FP16"}, r"unknown gpu-embedded settings \['precision'\]"),
+        ("radar_classifier", {"runner": "tensorrt"}, "unknown runner 'tensorrt'"),
+        ("radar_classifier", {"runner": "torch", "threads": 2}, r"\['threads'\] do not apply to the torch runner"),
+        ("ocr_det", {"runner": "onnx", "dtype": "fp16"}, r"\['dtype'\] do not apply to the onnx runner"),
+        ("ocr_det", {"runner": "onnx", "gpus": [0]}, "provider CPUExecutionProvider runs on the CPU"),
+        ("radar", {"gpus": [0]}, "are for ONNX models on a runner, not a Python model"),
+        ("radar_classifier", {"runner": "torch", "preferred_batch_size": [64]}, "exceed max_batch_size 32"),
+    ],
+)
+def test_settings_that_cannot_work_are_refused_with_a_reason(model, settings, message):
+    with pytest.raises(RepositoryError, match=message):
+        apply_gpu_embedded_profile(load_source_config(model), settings)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"dtype": "fp8"}, "dtype 'fp8' is not one of"),
+        ({"cuda_graphs": -1}, "must be a count of shapes"),
+    ],
+)
+def test_runner_values_are_checked_by_their_typed_settings_at_build(radar_artifacts, change, message):
+    spec = load_profile("gpu-embedded")
+    spec["models"]["radar_classifier"] = {**spec["models"]["radar_classifier"], **change}
+    with pytest.raises(RepositoryError, match=message):
+        resolved("gpu-embedded", radar_artifacts.parent, spec=spec)
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"torch_model": "checkpoint", "dtype": "fp16", "device": "cpu"}, "fp16 needs device cuda"),
+        ({"torch_model": "checkpoint", "FORCE_CPU_ONLY_INPUT_TENSORS": "no"}, "must stay yes"),
+        ({"onnx_model": "model.onnx", "intra_op_threads": "1", "provider": "OpenVINOExecutionProvider"}, "not one of"),
+    ],
+)
+def test_runner_settings_refuse_what_the_runner_cannot_do(params, message):
+    with pytest.raises(SettingsError, match=message):
+        settings_class("any", params).from_parameters(params)
+
+
+def test_a_gpu_provider_missing_from_this_onnxruntime_is_a_clear_error(radar_artifacts):
+    with pytest.raises(RuntimeError, match="needs onnxruntime-gpu"):
+        make_session(radar_artifacts / "model.onnx", 1, "CUDAExecutionProvider")
+
+
+def test_built_repository_installs_the_runners_and_links_the_checkpoints(tmp_path, radar_artifacts):
+    artifacts = tmp_path / "artifacts"
+    for folder in radar_artifacts.parent.iterdir():
+        if folder.is_dir():
+            (artifacts / folder.name).mkdir(parents=True)
+            for path in folder.iterdir():
+                if path.name != "checkpoint":
+                    (artifacts / folder.name / path.name).symlink_to(path.resolve())
+    for folder in ("radar", "resnet50"):
+        (artifacts / folder / "checkpoint").mkdir()
+        (artifacts / folder / "checkpoint" / "config.json").write_text(json.dumps({}))
+    configs = build("gpu-embedded", tmp_path / "repo", artifacts)
+    for model, config in configs.items():
+        version = tmp_path / "repo" / model / "1"
+        assert parse_config((tmp_path / "repo" / model / "config.pbtxt").read_text()) == config
+        runner = [path for key, path in RUNNERS.items() if key in config.parameters]
+        if runner:
+            assert (version / "model.py").read_text() == runner[0].read_text()
+    for model in TORCH_MODELS:
+        assert (tmp_path / "repo" / model / "1" / "checkpoint" / "config.json").is_file()
