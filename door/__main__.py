@@ -1,0 +1,5 @@
+import sys
+
+from door.cli import main
+
+sys.exit(main())

@@ -1,0 +1,95 @@
+"""The door as an ASGI app: inference routes, health, metrics, the page, and the layers around them.
+
+From the outside in: Observe (request id, access log, metrics), CORS (when origins are configured),
+Intake (whole bodies within a size and a time), then FastAPI's routing, where each inference route
+checks its key, media type, schema and the model's limits before anything is sent to Triton.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.middleware.cors import CORSMiddleware
+
+from door.contract import Contract
+from door.health import readiness
+from door.intake import Intake
+from door.observe import Metrics, Observe
+from door.problems import HANDLERS
+from door.routes import Routes
+from door.settings import DoorSettings
+from door.upstream import Upstream
+
+STATIC = Path(__file__).resolve().parent / "static"
+DEFAULT_CAP = 64 * 1024  # a body on any route that does not read one
+PAGE_POLICY = "default-src 'self'; img-src 'self' blob: data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+DESCRIPTION = (
+    "Typed routes in front of the kit's Triton models. Limits come from the served model configs; overload "
+    "is answered 429 with Retry-After; errors are RFC 9457 problems. See docs/DOOR.md."
+)
+
+
+def create_app(contract: Contract, settings: DoorSettings, upstream: Upstream | None = None) -> FastAPI:
+    upstream = upstream or Upstream(settings, contract)
+
+    @asynccontextmanager
+    async def lifespan(_):
+        await upstream.open()  # the gRPC asyncio client belongs to the server's event loop
+        try:
+            yield
+        finally:
+            await upstream.close()
+
+    # The docs page's Swagger UI from a package, not a CDN: it must work where the door has no internet.
+    app = FastAPIOffline(
+        title="Triton kit front door",
+        version="1",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        exception_handlers=HANDLERS,
+        redirect_slashes=False,  # an API answers its exact paths; a redirected POST is no clear answer
+    )
+    routes = Routes(contract, settings, upstream)
+    app.include_router(routes.router)
+    app.state.upstream = upstream
+
+    @app.get("/health/live", tags=["health"])
+    async def live() -> dict:
+        """The door's process answers (says nothing of Triton)."""
+        return {"live": True}
+
+    @app.get("/health/ready", tags=["health"])
+    async def ready() -> JSONResponse:
+        """200 when Triton and every routed model are ready and no Python stub has died; 503 otherwise."""
+        answer = await readiness(upstream)
+        return JSONResponse(answer, 200 if answer["ready"] else 503)
+
+    metrics = Metrics(upstream.flows)
+
+    @app.get("/metrics", tags=["health"], include_in_schema=False)
+    async def door_metrics() -> Response:
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html", headers={"Content-Security-Policy": PAGE_POLICY})
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    app.add_middleware(Intake, caps=routes.caps, default_cap=DEFAULT_CAP, timeout=settings.body_timeout)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Content-Type", "X-API-Key", "X-Request-ID"],
+            expose_headers=["X-Request-ID", "Retry-After"],
+        )
+    app.add_middleware(Observe, metrics=metrics)
+    return app

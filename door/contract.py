@@ -1,0 +1,147 @@
+"""What the door may send each model, and the limits it holds requests to, read from the configs
+Triton serves: one source with the models, not a second hand-kept copy.
+
+Each route names the tensors it feeds and reads (SPECS); at start the door asks Triton for the config
+of every model it has a route for, checks those tensors against it (a renamed tensor stops the door
+instead of failing every request), and parses the config's parameters with the model's own typed
+settings (kit.adapters.settings), the class its model.py reads them with: RADAR's max_text_bytes,
+OCR's max_image_bytes and max_pixels, ResNet's max_image_pixels and its channel count. A model the
+server does not serve gets no route. The same function reads the configs a build writes
+(kit.control.repository.resolved), which is how the unit tests hold it to the committed sources.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import tritonclient.grpc as grpcclient
+from tritonclient.grpc import model_config_pb2 as mc
+from tritonclient.utils import InferenceServerException
+
+from kit.adapters.settings import Settings, SettingsError, settings_class
+from kit.control.configs import parameters
+
+log = logging.getLogger("door")
+
+ANY = None  # a dimension the route takes from the config (ResNet's channels)
+DATATYPES = {"TYPE_STRING": "BYTES", "TYPE_FP32": "FP32"}
+
+
+class ContractError(RuntimeError):
+    """A served model does not have the tensors or parameters its route relies on."""
+
+
+@dataclass(frozen=True)
+class Spec:
+    """The tensors a route feeds (name -> config data type and dims) and the outputs it reads."""
+
+    inputs: dict[str, tuple[str, tuple[int | None, ...]]]
+    outputs: tuple[str, ...]
+
+
+SPECS = {
+    "radar": Spec({"TEXT": ("TYPE_STRING", (1,))}, ("SCORE", "CHUNK_SCORES", "CHUNK_SPANS")),
+    "ocr": Spec({"IMAGE": ("TYPE_STRING", (1,))}, ("TEXTS", "SCORES", "BOXES")),
+    "health_code": Spec({"IMAGE": ("TYPE_STRING", (1,))}, ("RESULT",)),
+    "resnet50": Spec({"INPUT": ("TYPE_FP32", (ANY, -1, -1))}, ("PROBS",)),
+}
+
+
+@dataclass(frozen=True)
+class Served:
+    """One served model as its route sees it."""
+
+    spec: Spec
+    settings: Settings
+    batched: bool  # max_batch_size > 0: a request carries a leading batch dimension
+    dims: dict[str, tuple[int, ...]]  # each input's dims in the config
+
+    def datatype(self, name: str) -> str:
+        return DATATYPES[self.spec.inputs[name][0]]
+
+
+@dataclass(frozen=True)
+class Contract:
+    models: dict[str, Served]
+
+    def __contains__(self, model: str) -> bool:
+        return model in self.models
+
+    def __getitem__(self, model: str) -> Served:
+        return self.models[model]
+
+
+def check_tensors(model: str, spec: Spec, config: mc.ModelConfig) -> dict[str, tuple[int, ...]]:
+    inputs = {t.name: t for t in config.input}
+    dims = {}
+    for name, (datatype, want) in spec.inputs.items():
+        tensor = inputs.get(name)
+        if tensor is None:
+            raise ContractError(f"{model}: the served config has no input {name!r} (it has {sorted(inputs)})")
+        have = tuple(tensor.dims)
+        kind = mc.DataType.Name(tensor.data_type)
+        fits = len(have) == len(want) and all(w is ANY and h > 0 or w == h for w, h in zip(want, have))
+        if kind != datatype or not fits:
+            raise ContractError(f"{model}: input {name} is {kind} {list(have)}; the door sends {datatype} {list(want)}")
+        dims[name] = have
+    missing = set(spec.outputs) - {t.name for t in config.output}
+    if missing:
+        raise ContractError(f"{model}: the served config has no output {sorted(missing)}")
+    return dims
+
+
+def contract_from_configs(configs: Mapping[str, mc.ModelConfig]) -> Contract:
+    """The routes' view of `configs` (model name -> config), for the models the door has a route for."""
+    models = {}
+    for model, spec in SPECS.items():
+        config = configs.get(model)
+        if config is None:
+            continue
+        dims = check_tensors(model, spec, config)
+        params = parameters(config)
+        kind = settings_class(model, params)
+        if kind is None:
+            raise ContractError(f"{model}: no typed settings for its parameters in kit.adapters.settings")
+        try:
+            settings = kind.from_parameters(params)
+        except SettingsError as exc:
+            raise ContractError(f"{model}: {exc}") from None
+        models[model] = Served(spec, settings, config.max_batch_size > 0, dims)
+    return Contract(models)
+
+
+def served_configs(url: str, wait: float, poll: float = 1.0) -> dict[str, mc.ModelConfig]:
+    """The configs of the models Triton at `url` (gRPC) serves among SPECS, once it is ready.
+
+    Waits up to `wait` seconds for readiness: in a pod or compose project the door may start first,
+    and Triton's first start can take minutes (TensorRT engines)."""
+    client = grpcclient.InferenceServerClient(url)
+    try:
+        deadline, said = time.monotonic() + wait, 0.0
+        while not ready(client):
+            if time.monotonic() > deadline:
+                raise ContractError(f"Triton at {url} was not ready within {wait:.0f} s")
+            if time.monotonic() - said > 30:
+                log.info("waiting for Triton at %s to be ready", url)
+                said = time.monotonic()
+            time.sleep(poll)
+        configs = {}
+        for model in SPECS:
+            try:
+                configs[model] = client.get_model_config(model).config
+            except InferenceServerException as exc:
+                if "not found" not in (exc.message() or "").lower():
+                    raise ContractError(f"{model}: {exc.message()}") from None
+        return configs
+    finally:
+        client.close()
+
+
+def ready(client) -> bool:
+    try:
+        return client.is_server_ready()
+    except InferenceServerException:
+        return False

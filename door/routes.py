@@ -1,0 +1,213 @@
+"""The inference routes, one per served model; each turns a checked body into the model's tensors and
+the model's outputs into a typed answer. The body is parsed here (not by FastAPI) so that a request's
+key and media type are checked before its body is, and image routes can read both JSON and forms."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import math
+import secrets
+
+import numpy as np
+from fastapi import APIRouter, Depends, Request, Security
+from fastapi.security import APIKeyHeader
+from pydantic import BaseModel, ValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+
+from door import images, schemas
+from door.contract import Contract
+from door.problems import Problem, invalid
+from door.settings import DoorSettings
+from door.upstream import Upstream
+
+JSON = "application/json"
+FORM = "multipart/form-data"
+ENVELOPE = 64 * 1024  # room in a body for JSON keys, form headers and boundaries
+JSON_ESCAPE = 6  # a JSON string may spell each byte of its text as \u00XX
+API_KEY = APIKeyHeader(name="X-API-Key", auto_error=False, description="needed when the door was given keys")
+PROBLEMS = {status: {"model": schemas.ProblemBody} for status in (400, 401, 408, 413, 415, 422, 429, 503)}
+
+
+def media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def parse(model: type[BaseModel], body: bytes):
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as exc:
+        raise invalid(exc.errors()) from None
+
+
+def json_body(schema: type[BaseModel]) -> dict:
+    return {"application/json": {"schema": schema.model_json_schema()}}
+
+
+def request_body(content: dict) -> dict:
+    return {"requestBody": {"required": True, "content": content}}
+
+
+class Routes:
+    """The routes of one door: the contract's limits, its settings and its connection to Triton."""
+
+    def __init__(self, contract: Contract, settings: DoorSettings, upstream: Upstream):
+        self.contract, self.settings, self.upstream = contract, settings, upstream
+        self.caps: dict[str, int] = {}
+        self.router = APIRouter(prefix="/v1", dependencies=[Depends(self.require_key)], responses=PROBLEMS, tags=["inference"])
+        if "radar" in contract:
+            self.add_radar()
+        for model, path in (("ocr", "/v1/ocr"), ("health_code", "/v1/health-code")):
+            if model in contract:
+                self.add_image_route(model, path)
+        if "resnet50" in contract:
+            self.add_resnet()
+
+    def require_key(self, key: str | None = Security(API_KEY)) -> None:
+        keys = self.settings.api_keys
+        if keys and not any(secrets.compare_digest(key or "", known) for known in keys):
+            raise Problem(401, "missing-api-key", "send a valid key in the X-API-Key header", {"WWW-Authenticate": "APIKey"})
+
+    async def body(self, request: Request, *accepted: str) -> bytes:
+        if media_type(request) not in accepted:
+            raise Problem(415, "unsupported-media-type", f"send the body as {' or '.join(accepted)}")
+        return await request.body()
+
+    def add_radar(self) -> None:
+        limit = self.contract["radar"].settings.max_text_bytes
+        schema = schemas.radar_request(limit, self.settings.max_texts)
+        self.caps["/v1/radar"] = JSON_ESCAPE * limit + ENVELOPE
+
+        async def radar(request: Request) -> schemas.RadarResult | list[schemas.RadarResult]:
+            """AI-generated probability of a text, and of each chunk it was split into (a list for `texts`)."""
+            body = parse(schema, await self.body(request, JSON))
+            texts = [body.text] if body.text is not None else body.texts
+            raw = [text.encode("utf-8") for text in texts]
+            for i, item in enumerate(raw):
+                if len(item) > limit:
+                    raise Problem(
+                        413, "text-too-large", f"text {i} is {len(item)} bytes of UTF-8; the model takes at most {limit}"
+                    )
+            rid = request.state.request_id
+            outcomes = await asyncio.gather(
+                *(self.upstream.infer("radar", {"TEXT": np.array([item], dtype=np.object_)}, rid) for item in raw),
+                return_exceptions=True,
+            )
+            for outcome in outcomes:
+                if isinstance(outcome, BaseException):
+                    raise outcome
+            results = [radar_result(outputs) for outputs in outcomes]
+            return results[0] if body.text is not None else results
+
+        self.router.add_api_route(
+            "/radar",
+            radar,
+            methods=["POST"],
+            response_model=schemas.RadarResult | list[schemas.RadarResult],
+            openapi_extra=request_body(json_body(schema)),
+        )
+
+    def add_image_route(self, model: str, path: str) -> None:
+        settings = self.contract[model].settings
+        max_bytes, max_pixels = settings.max_image_bytes, settings.max_pixels
+        schema = schemas.image_request(max_bytes, max_pixels)
+        self.caps[path] = math.ceil(max_bytes * 4 / 3) + ENVELOPE
+        form = {"type": "object", "properties": {"image": {"type": "string", "format": "binary"}}, "required": ["image"]}
+        answer = ocr_result if model == "ocr" else health_code_result
+
+        async def image_route(request: Request):
+            body = await self.body(request, JSON, FORM)
+            if media_type(request) == FORM:
+                data = await uploaded(request)
+            else:
+                data = await run_in_threadpool(images.from_base64, parse(schema, body).image, max_bytes)
+            data = await run_in_threadpool(images.checked, data, max_bytes, max_pixels)
+            outputs = await self.upstream.infer(model, {"IMAGE": np.array([data], dtype=np.object_)}, request.state.request_id)
+            return answer(outputs)
+
+        image_route.__name__ = model
+        image_route.__doc__ = (
+            "The text lines of an image, with their scores and boxes."
+            if model == "ocr"
+            else "A health-code screenshot's colour, QR payload, texts and fields."
+        ) + " The image as a form upload (field `image`) or as base64 in JSON."
+        self.router.add_api_route(
+            path.removeprefix("/v1"),
+            image_route,
+            methods=["POST"],
+            response_model=schemas.OcrResult if model == "ocr" else schemas.HealthCodeResult,
+            openapi_extra=request_body({**json_body(schema), FORM: {"schema": form}}),
+        )
+
+    def add_resnet(self) -> None:
+        served = self.contract["resnet50"]
+        channels = served.dims["INPUT"][0]
+        max_pixels = served.settings.max_image_pixels
+        schema = schemas.resnet_request(channels, max_pixels)
+        self.caps["/v1/resnet50"] = math.ceil(4 * channels * max_pixels * 4 / 3) + ENVELOPE
+
+        async def resnet50(request: Request) -> schemas.ResnetResult:
+            """Class probabilities of one normalised image of any size."""
+            body = parse(schema, await self.body(request, JSON))
+            got, height, width = body.shape
+            if got != channels:
+                raise Problem(422, "invalid-request", f"shape[0] is {got}; the model takes {channels} channels")
+            if height * width > max_pixels:
+                raise Problem(
+                    413,
+                    "image-too-large",
+                    f"the image is {height}x{width} = {height * width} pixels; the model takes at most {max_pixels}",
+                )
+            array = await run_in_threadpool(float32_array, body.data, (channels, height, width))
+            tensor = array[np.newaxis] if served.batched else array
+            outputs = await self.upstream.infer("resnet50", {"INPUT": tensor}, request.state.request_id)
+            probs = outputs["PROBS"].reshape(-1)
+            top = np.argsort(-probs, kind="stable")[:5]
+            return schemas.ResnetResult(probs=probs.tolist(), top=[{"index": int(i), "prob": float(probs[i])} for i in top])
+
+        self.router.add_api_route(
+            "/resnet50",
+            resnet50,
+            methods=["POST"],
+            response_model=schemas.ResnetResult,
+            openapi_extra=request_body(json_body(schema)),
+        )
+
+
+async def uploaded(request: Request) -> bytes:
+    form = await request.form(max_files=1, max_fields=8)
+    upload = form.get("image")
+    if not isinstance(upload, UploadFile):
+        raise Problem(422, "invalid-request", "the form needs one file in the field `image`")
+    return await upload.read()
+
+
+def float32_array(text: str, shape: tuple[int, ...]) -> np.ndarray:
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise Problem(400, "malformed-body", "data is not base64") from None
+    want = 4 * math.prod(shape)
+    if len(raw) != want:
+        raise Problem(422, "invalid-request", f"data holds {len(raw)} bytes; shape {list(shape)} needs {want} (float32)")
+    return np.frombuffer(raw, dtype="<f4").reshape(shape)
+
+
+def radar_result(outputs) -> schemas.RadarResult:
+    spans = outputs["CHUNK_SPANS"].reshape(-1, 2)
+    chunks = [{"start": int(s), "end": int(e), "score": float(c)} for (s, e), c in zip(spans, outputs["CHUNK_SCORES"])]
+    return schemas.RadarResult(score=float(outputs["SCORE"].reshape(-1)[0]), chunks=chunks)
+
+
+def ocr_result(outputs) -> schemas.OcrResult:
+    texts, scores, boxes = outputs["TEXTS"].reshape(-1), outputs["SCORES"].reshape(-1), outputs["BOXES"].reshape(-1, 4, 2)
+    return schemas.OcrResult(
+        lines=[{"text": t.decode("utf-8"), "score": float(s), "box": b.tolist()} for t, s, b in zip(texts, scores, boxes)]
+    )
+
+
+def health_code_result(outputs) -> schemas.HealthCodeResult:
+    return schemas.HealthCodeResult.model_validate(json.loads(outputs["RESULT"].reshape(-1)[0]))

@@ -1,0 +1,93 @@
+"""The door's one gRPC connection to Triton (tritonclient's asyncio client), and what Triton's answers
+become at the door: outputs, or a problem with the status a client can act on."""
+
+from __future__ import annotations
+
+import numpy as np
+import tritonclient.grpc.aio as grpcaio
+from tritonclient.utils import InferenceServerException
+
+from door.contract import Contract
+from door.flow import Flow
+from door.problems import Problem
+from door.settings import DoorSettings
+
+# Triton's refusals by a bounded queue (full, or waited too long), also when relayed by an entry model.
+OVERLOAD = ("maximum queue size", "timeout expired")
+PROBE_TIMEOUT = 2.0  # seconds for a readiness question: a hung server is not ready
+
+
+class Upstream:
+    """Sends complete, checked requests to Triton and keeps each model's Flow (door.flow)."""
+
+    def __init__(self, settings: DoorSettings, contract: Contract):
+        self.settings = settings
+        self.contract = contract
+        self.flows = {model: Flow(settings.rate_window, settings.max_retry_after) for model in contract.models}
+        self.client: grpcaio.InferenceServerClient | None = None
+
+    async def open(self) -> None:
+        self.client = grpcaio.InferenceServerClient(self.settings.triton)
+
+    async def close(self) -> None:
+        if self.client is not None:
+            await self.client.close()
+
+    async def infer(self, model: str, arrays: dict[str, np.ndarray], request_id: str = "") -> dict[str, np.ndarray]:
+        served = self.contract[model]
+        inputs = []
+        for name, array in arrays.items():
+            tensor = grpcaio.InferInput(name, list(array.shape), served.datatype(name))
+            tensor.set_data_from_numpy(array)
+            inputs.append(tensor)
+        outputs = [grpcaio.InferRequestedOutput(name) for name in served.spec.outputs]
+        flow = self.flows[model]
+        flow.start()
+        try:
+            result = await self.client.infer(
+                model, inputs, outputs=outputs, request_id=request_id, client_timeout=self.settings.triton_timeout
+            )
+        except InferenceServerException as exc:
+            refused = overloaded(exc) or unavailable(exc)
+            flow.finish(answered=not refused)
+            raise self.problem(model, exc) from None
+        flow.finish(answered=True)
+        return {name: result.as_numpy(name) for name in served.spec.outputs}
+
+    def problem(self, model: str, exc: InferenceServerException) -> Problem:
+        message = f"{model}: {exc.message() or exc}"
+        if overloaded(exc):
+            return Problem(429, "overloaded", message, {"Retry-After": str(self.flows[model].retry_after())})
+        if unavailable(exc):
+            return Problem(503, "unavailable", message, {"Retry-After": str(self.settings.unavailable_retry_after)})
+        status = exc.status() or ""
+        if status.endswith("INVALID_ARGUMENT"):
+            return Problem(422, "invalid-input", message)
+        if status.endswith("DEADLINE_EXCEEDED"):
+            return Problem(504, "upstream-timeout", message)
+        return Problem(502, "upstream-error", message)
+
+    async def readiness(self) -> dict[str, bool]:
+        """Triton's own readiness and each routed model's; False for whatever cannot be asked."""
+        answer = {"server": await self._ask(self.client.is_server_ready(client_timeout=PROBE_TIMEOUT))}
+        for model in self.contract.models:
+            answer[model] = answer["server"] and await self._ask(self.client.is_model_ready(model, client_timeout=PROBE_TIMEOUT))
+        return answer
+
+    @staticmethod
+    async def _ask(call) -> bool:
+        try:
+            return bool(await call)
+        except InferenceServerException:
+            return False
+
+
+def overloaded(exc: InferenceServerException) -> bool:
+    return (exc.status() or "").endswith("UNAVAILABLE") and any(reason in (exc.message() or "") for reason in OVERLOAD)
+
+
+def unavailable(exc: InferenceServerException) -> bool:
+    """Triton unreachable or restarting (UNAVAILABLE that is not a queue's refusal), or a model instance
+    whose Python stub died (the supervisor restarts the server)."""
+    message = exc.message() or ""
+    return not overloaded(exc) and ((exc.status() or "").endswith("UNAVAILABLE") or "not healthy" in message)

@@ -1,0 +1,102 @@
+"""The door's page in a real headless browser (Debian's chromium, driven by playwright; no browser is
+downloaded): a pasted text comes back as chunks highlighted by their scores, equal to the API's answer;
+a dropped health-code screenshot comes back with a box drawn over each read line and the code's card.
+Screenshots are saved in the test's folder and must show something (not one flat colour)."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+from PIL import Image
+from playwright.sync_api import sync_playwright
+
+from clients.door import DoorClient
+from samples.images import health_code
+from samples.texts import sample_texts
+from tests.served.test_door_routes import running_door
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+DROP = """async (data) => {
+  const bytes = Uint8Array.from(atob(data), (c) => c.charCodeAt(0));
+  const transfer = new DataTransfer();
+  transfer.items.add(new File([bytes], "code.png", { type: "image/png" }));
+  return transfer;
+}"""
+
+
+@pytest.fixture(scope="module")
+def page(server, tmp_path_factory):
+    if not CHROMIUM.is_file():
+        pytest.fail(f"{CHROMIUM} is missing: run `make system-deps` (make test does)")
+    root = tmp_path_factory.mktemp("door-page")
+    with running_door(server.options.grpc_url, root / "door.log") as door, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(door.url)
+        page.door = door
+        yield page
+        browser.close()
+
+
+def assert_not_flat(path: Path, colours: int = 50) -> None:
+    with Image.open(path) as shot:
+        assert shot.width >= 800 and len(set(shot.convert("RGB").get_flattened_data())) >= colours, (
+            f"{path} shows next to nothing"
+        )
+
+
+def test_pasted_text_shows_the_apis_chunks_and_scores(page, tmp_path):
+    text = sample_texts(1, 900, 1200, seed=81)[0]
+    expected = DoorClient(page.door.url).classify(text)
+    page.fill("#text", text)
+    page.click("#score-text")
+    page.wait_for_selector(".chunk")
+    chunks = page.locator(".chunk")
+    assert chunks.count() == len(expected.chunk_scores) > 1
+    assert [float(s) for s in chunks.evaluate_all("nodes => nodes.map((n) => n.dataset.score)")] == pytest.approx(
+        expected.chunk_scores, abs=1e-5
+    )
+    assert "".join(chunks.all_text_contents()) == "".join(text[s:e] for s, e in expected.chunk_spans)
+    assert float(page.get_attribute("#overall", "data-score")) == pytest.approx(expected.score, abs=1e-5)
+    page.screenshot(path=tmp_path / "text.png", full_page=True)
+    assert_not_flat(tmp_path / "text.png")
+
+
+def test_dropped_image_shows_its_boxes_and_the_health_code_card(page, tmp_path):
+    shot = health_code(82, "green")
+    client = DoorClient(page.door.url)
+    lines, card = client.read(shot.data), client.health_code(shot.data)
+    assert page.is_hidden("#card") and page.is_hidden("#stage"), "nothing to show before an image is dropped"
+    transfer = page.evaluate_handle(DROP, base64.b64encode(shot.data).decode())
+    page.dispatch_event("#drop", "drop", {"dataTransfer": transfer})
+    page.wait_for_selector("#card[data-color]:not([hidden])")
+    page.wait_for_function(f"document.querySelectorAll('#overlay polygon').length === {len(lines)}")
+    assert page.get_attribute("#card", "data-color") == card["color"] == "green"
+    assert page.inner_text("#card-name") == card["fields"]["name"]
+    assert page.locator("#lines li").count() == len(lines) > 0
+    assert page.is_hidden("#error")
+    page.screenshot(path=tmp_path / "image.png", full_page=True)
+    assert_not_flat(tmp_path / "image.png")
+    with Image.open(tmp_path / "image.png") as screenshot:
+        assert (0, 168, 84) in set(screenshot.convert("RGB").get_flattened_data()), "the card's green is not on the screen"
+
+
+def test_the_api_docs_page_renders_every_route_offline(page, tmp_path):
+    page.goto(f"{page.door.url}/docs")
+    page.wait_for_selector(".opblock-summary-path", timeout=20_000)
+    paths = set(page.locator(".opblock-summary-path").all_inner_texts())
+    assert {"/v1/radar", "/v1/ocr", "/v1/health-code", "/v1/resnet50"} <= {p.strip() for p in paths}, paths
+    page.screenshot(path=tmp_path / "docs.png", full_page=True)
+    assert_not_flat(tmp_path / "docs.png")
+    page.goto(page.door.url)

@@ -1,0 +1,260 @@
+"""The front door on the session's real server: every route answers what Triton answers for the same
+input, the limits refuse with the right 4xx before anything reaches Triton, API keys are needed when
+given, and the door's health, ids and metrics tell the truth. `running_door` starts `python -m door`
+on a free port, as `make serve` does."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import http.client
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import time
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import urllib3
+
+from clients.door import DoorClient, DoorError
+from clients.health_code import HealthCodeClient
+from clients.ocr import OcrClient
+from clients.radar import RadarClient
+from kit.control.runtime import free_port
+from samples.images import document, health_code
+from samples.texts import sample_texts
+from tests.conftest import REPO_ROOT
+
+PROBLEM = "application/problem+json"
+
+
+@dataclass
+class Door:
+    url: str
+    process: subprocess.Popen
+    log: Path
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+
+@contextlib.contextmanager
+def running_door(triton: str, log: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Door]:
+    port = free_port()
+    with open(log, "ab") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "door", "--triton", triton, "--port", str(port), "--wait", "60", *args],
+            cwd=REPO_ROOT,
+            env={**os.environ, **(env or {})},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    door = Door(f"http://127.0.0.1:{port}", process, log)
+    try:
+        deadline = time.monotonic() + 60
+        while not answers(door.url):
+            assert process.poll() is None and time.monotonic() < deadline, f"the door did not start: {log.read_text()[-2000:]}"
+            time.sleep(0.1)
+        yield door
+    finally:
+        process.terminate()
+        process.wait(20)
+
+
+def answers(url: str) -> bool:
+    try:
+        return urllib3.request("GET", f"{url}/health/live", timeout=1, retries=False).status == 200
+    except urllib3.exceptions.HTTPError:
+        return False
+
+
+def logged(door: Door, needle: str, timeout: float = 10) -> bool:
+    """Whether `needle` reaches the door's log within `timeout`: the access line is written after the
+    response has gone out, so a client can read its answer before the line is there."""
+    deadline = time.monotonic() + timeout
+    while needle not in door.log.read_text():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def call(door: Door, method: str, path: str, **kwargs) -> urllib3.BaseHTTPResponse:
+    return urllib3.request(method, f"{door.url}{path}", timeout=60, retries=False, **kwargs)
+
+
+def assert_problem(response, status: int, kind: str) -> dict:
+    assert response.status == status, response.data[:300]
+    assert response.headers["content-type"] == PROBLEM
+    body = response.json()
+    assert body["type"] == f"urn:triton-kit:problem:{kind}" and body["status"] == status and body["detail"]
+    return body
+
+
+def handled(grpc_client, model: str) -> int:
+    """Requests the model has answered, successfully or not, by Triton's own statistics."""
+    stats = grpc_client.get_inference_statistics(model).model_stats[0].inference_stats
+    return stats.success.count + stats.fail.count
+
+
+@pytest.fixture(scope="module")
+def door(server, tmp_path_factory):
+    with running_door(server.options.grpc_url, tmp_path_factory.mktemp("door") / "door.log") as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def guarded(server, tmp_path_factory):
+    """A door with API keys and a short body deadline."""
+    log = tmp_path_factory.mktemp("guarded") / "door.log"
+    with running_door(server.options.grpc_url, log, "--body-timeout", "1", env={"DOOR_API_KEYS": "k1,k2"}) as running:
+        yield running
+
+
+def test_radar_answers_equal_tritons_for_one_text_and_several(door, server):
+    texts = sample_texts(3, 150, 900, seed=51)
+    direct = RadarClient(server.options.grpc_url)
+    expected = [direct.classify(text) for text in texts]
+    direct.close()
+    client = DoorClient(door.url)
+    for got, want in zip([client.classify(texts[0]), *client.classify_many(texts)], [expected[0], *expected]):
+        assert got.chunk_spans == want.chunk_spans
+        np.testing.assert_allclose(got.chunk_scores, want.chunk_scores, atol=1e-5, rtol=0)
+        assert got.score == pytest.approx(want.score, abs=1e-5)
+
+
+def test_ocr_answers_equal_tritons_by_upload_and_by_base64(door, server):
+    image = document(61, width=640, lines=3).data
+    direct = OcrClient(server.options.grpc_url)
+    expected = direct.read(image)
+    direct.close()
+    by_form = call(door, "POST", "/v1/ocr", fields={"image": ("scan.png", image, "image/png")}).json()["lines"]
+    by_json = DoorClient(door.url).read(image)
+    assert [line["text"] for line in by_form] == [line.text for line in by_json] == [line.text for line in expected]
+    np.testing.assert_allclose([line["box"] for line in by_form], [line.box for line in expected], atol=1e-3)
+    np.testing.assert_allclose([line.score for line in by_json], [line.score for line in expected], atol=1e-4)
+
+
+def test_health_code_answer_equals_tritons(door, server):
+    shot = health_code(62, "yellow")
+    direct = HealthCodeClient(server.options.grpc_url)
+    expected = direct.read(shot.data)
+    direct.close()
+    assert DoorClient(door.url).health_code(shot.data) == expected
+    assert call(door, "POST", "/v1/health-code", fields={"image": ("code.png", shot.data)}).json() == expected
+    assert expected["color"] == "yellow"
+
+
+def test_resnet_answer_equals_tritons(door, grpc_client):
+    import tritonclient.grpc as grpcclient
+
+    image = np.random.default_rng(63).standard_normal((3, 40, 52), dtype=np.float32)
+    tensor = grpcclient.InferInput("INPUT", [1, 3, 40, 52], "FP32")
+    tensor.set_data_from_numpy(image[np.newaxis])
+    expected = grpc_client.infer("resnet50", [tensor]).as_numpy("PROBS")[0]
+    np.testing.assert_allclose(DoorClient(door.url).resnet50(image), expected, rtol=1e-4, atol=1e-7)
+
+
+def png_header(width: int, height: int) -> bytes:
+    """A PNG whose header claims `width` x `height` and holds no pixel: only a header parser accepts it."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)) + chunk(b"IEND", b"")
+
+
+def test_limits_refuse_with_a_clear_4xx_before_anything_reaches_triton(door, grpc_client):
+    before = {model: handled(grpc_client, model) for model in ("radar", "ocr", "resnet50")}
+    big_text = "a" * ((1 << 20) + 1)
+    assert_problem(call(door, "POST", "/v1/radar", json={"text": big_text}), 413, "text-too-large")
+    assert_problem(call(door, "POST", "/v1/radar", json={"texts": ["a"] * 65}), 422, "invalid-request")
+    declared = call(
+        door, "POST", "/v1/radar", body=b"{}", headers={"Content-Type": "application/json", "Content-Length": "999999999"}
+    )
+    assert_problem(declared, 413, "body-too-large")
+    bomb = base64.b64encode(png_header(20000, 20000)).decode()
+    assert "pixels" in assert_problem(call(door, "POST", "/v1/ocr", json={"image": bomb}), 413, "image-too-large")["detail"]
+    assert_problem(call(door, "POST", "/v1/ocr", fields={"image": ("x.txt", b"plain text, no image")}), 415, "unsupported-image")
+    assert_problem(call(door, "POST", "/v1/resnet50", json={"shape": [3, 2000, 2000], "data": ""}), 413, "image-too-large")
+    assert_problem(
+        call(door, "POST", "/v1/radar", body=b"text=hello", headers={"Content-Type": "text/plain"}), 415, "unsupported-media-type"
+    )
+    assert {model: handled(grpc_client, model) for model in before} == before
+
+
+def answer_on(sock: socket.socket) -> tuple[int, dict]:
+    """The status and problem body of the HTTP answer on `sock`."""
+    sock.settimeout(30)
+    response = http.client.HTTPResponse(sock)
+    response.begin()
+    return response.status, json.loads(response.read())
+
+
+def chunked_until_refused(door: Door, chunk: bytes, total: int) -> tuple[int, dict]:
+    """POST /v1/radar as a chunked body of `total` bytes; the door's answer, even if it came mid-body."""
+    with socket.create_connection(("127.0.0.1", door.port)) as sock:
+        sock.sendall(
+            b"POST /v1/radar HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
+        body = (f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n") * (total // len(chunk)) + b"0\r\n\r\n"
+        with contextlib.suppress(ConnectionError):
+            for start in range(0, len(body), 1 << 20):
+                sock.sendall(body[start : start + (1 << 20)])
+        return answer_on(sock)
+
+
+def test_a_chunked_body_over_the_cap_is_refused_as_it_arrives(door):
+    status, problem = chunked_until_refused(door, b" " * (1 << 20), 16 << 20)
+    assert (status, problem["type"]) == (413, "urn:triton-kit:problem:body-too-large"), problem
+
+
+def test_a_slow_drip_body_is_refused_at_the_deadline(guarded):
+    with socket.create_connection(("127.0.0.1", guarded.port)) as sock:
+        sock.sendall(b"POST /v1/radar HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+        start = time.monotonic()
+        with contextlib.suppress(ConnectionError):
+            for byte in b'"text": "drip':
+                time.sleep(0.2)
+                sock.sendall(bytes([byte]))
+        status, problem = answer_on(sock)
+    assert (status, problem["type"]) == (408, "urn:triton-kit:problem:body-timeout"), problem
+    assert time.monotonic() - start < 5
+
+
+def test_api_keys_are_needed_when_the_door_has_some(guarded):
+    body = assert_problem(call(guarded, "POST", "/v1/radar", json={"text": "A text."}), 401, "missing-api-key")
+    assert "X-API-Key" in body["detail"]
+    with pytest.raises(DoorError) as refused:
+        DoorClient(guarded.url, api_key="wrong").classify("A text.")
+    assert refused.value.status == 401
+    client = DoorClient(guarded.url, api_key="k2")
+    assert client.classify("A text.").chunk_spans == [(0, 7)] and client.retries.count == 0
+
+
+def test_readiness_ids_and_metrics(door):
+    ready = call(door, "GET", "/health/ready")
+    assert ready.status == 200, ready.data
+    assert ready.json() == {
+        "ready": True,
+        "triton": True,
+        "models": {"radar": True, "ocr": True, "health_code": True, "resnet50": True},
+        "dead_stubs": [],
+        "stubs_visible": True,
+    }
+    answer = call(door, "POST", "/v1/radar", json={"text": "One more text."}, headers={"X-Request-ID": "door-test-1"})
+    assert answer.headers["x-request-id"] == "door-test-1"
+    assert logged(door, "id=door-test-1"), door.log.read_text()[-2000:]
+    metrics = call(door, "GET", "/metrics").data.decode()
+    assert 'door_requests_total{method="POST",route="/v1/radar",status="200"}' in metrics
+    assert call(door, "GET", "/docs").status == 200
+    assert "/v1/health-code" in call(door, "GET", "/openapi.json").json()["paths"]

@@ -1,0 +1,175 @@
+"""The front door's parts that need no server: Retry-After, API keys, what Triton's errors become, and the
+contract read from the configs a build writes (the same function reads Triton's served configs)."""
+
+from __future__ import annotations
+
+import pytest
+from tritonclient.utils import InferenceServerException
+
+from door.contract import ContractError, contract_from_configs
+from door.flow import Flow
+from door.health import stub_check
+from door.settings import DoorSettings, SettingsError, api_keys
+from door.upstream import Upstream
+from kit.adapters.settings import HealthCodeSettings, OcrModelSettings, RadarSettings, Resnet50Settings
+from kit.control.configs import copy_config, parameters
+from kit.control.repository import resolved
+from kit.control.serve import door_key
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture(scope="module")
+def configs(radar_artifacts):
+    return resolved("cpu")[0]
+
+
+def test_retry_after_is_the_time_to_drain_the_work_in_flight_at_the_recent_rate():
+    clock = Clock()
+    flow = Flow(window=10.0, cap=30, clock=clock)
+    assert flow.retry_after() == 1, "with no answer yet the rate is unknown: the shortest wait"
+    for _ in range(20):  # 20 answers in 10 s: 2 per second
+        flow.start()
+        clock.now += 0.5
+        flow.finish(answered=True)
+    for _ in range(9):
+        flow.start()
+    assert flow.rate() == 2.0
+    assert flow.retry_after() == 5  # (9 in flight + the caller) / 2 per second
+    for _ in range(200):
+        flow.start()
+    assert flow.retry_after() == 30, "capped"
+    clock.now += 10.5
+    assert flow.rate() is None and flow.retry_after() == 1, "answers older than the window are forgotten"
+
+
+def test_a_young_door_measures_its_rate_over_the_time_it_has_run():
+    clock = Clock()
+    flow = Flow(window=10.0, clock=clock)
+    for _ in range(6):
+        flow.start()
+    clock.now += 2.0
+    for _ in range(6):
+        flow.finish(answered=True)
+    assert flow.rate() == 3.0, "6 answers in its first 2 s, not 6 in 10 s"
+
+
+def test_refusals_do_not_count_as_answers():
+    flow = Flow(clock=Clock())
+    flow.start()
+    flow.finish(answered=False)
+    assert flow.in_flight == 0 and flow.rate() is None
+
+
+def test_api_keys_are_off_on_loopback_and_required_beyond_it():
+    assert api_keys("127.0.0.1", {}) == frozenset()
+    assert api_keys("::1", {"DOOR_API_KEYS": "a, b,"}) == {"a", "b"}
+    with pytest.raises(SettingsError, match="DOOR_API_KEYS"):
+        api_keys("0.0.0.0", {})
+    assert api_keys("0.0.0.0", {}, disabled=True) == frozenset()
+
+
+def test_api_keys_are_read_from_a_file(tmp_path):
+    path = tmp_path / "keys"
+    path.write_text("first\n\n second \n")
+    assert api_keys("0.0.0.0", {"DOOR_API_KEYS_FILE": str(path)}) == {"first", "second"}
+    with pytest.raises(SettingsError):
+        api_keys("127.0.0.1", {"DOOR_API_KEYS_FILE": str(tmp_path / "missing")})
+
+
+def test_serve_generates_a_door_key_only_beyond_loopback_without_one():
+    assert door_key("127.0.0.1", {}) is None
+    assert door_key("0.0.0.0", {"DOOR_API_KEYS": "k"}) is None
+    assert len(door_key("0.0.0.0", {})) >= 32
+
+
+def problem_for(status: str, message: str, flow_answers: int = 0):
+    upstream = Upstream(DoorSettings(), contract_from_configs({}))
+    upstream.flows["radar"] = flow = Flow(clock=(clock := Clock()))
+    for _ in range(flow_answers):
+        flow.start()
+        clock.now += 2.0
+        flow.finish(answered=True)
+    return upstream.problem("radar", InferenceServerException(message, status))
+
+
+@pytest.mark.parametrize(
+    "status, message, code, kind",
+    [
+        ("StatusCode.UNAVAILABLE", "Exceeds maximum queue size", 429, "overloaded"),
+        ("StatusCode.UNAVAILABLE", "radar failed: radar_classifier: Request timeout expired", 429, "overloaded"),
+        ("StatusCode.UNAVAILABLE", "failed to connect to all addresses", 503, "unavailable"),
+        ("StatusCode.INTERNAL", "Stub process 'radar_0_1' is not healthy.", 503, "unavailable"),
+        ("StatusCode.INVALID_ARGUMENT", "TEXT is not UTF-8", 422, "invalid-input"),
+        ("StatusCode.DEADLINE_EXCEEDED", "Deadline Exceeded", 504, "upstream-timeout"),
+        ("StatusCode.INTERNAL", "inference failed", 502, "upstream-error"),
+    ],
+)
+def test_tritons_answers_become_statuses_a_client_can_act_on(status, message, code, kind):
+    problem = problem_for(status, message)
+    assert (problem.status, problem.kind) == (code, kind)
+    assert message in problem.detail
+    assert ("Retry-After" in problem.headers) == (code in (429, 503))
+
+
+def test_a_full_queue_is_answered_with_the_measured_retry_after():
+    problem = problem_for("StatusCode.UNAVAILABLE", "Exceeds maximum queue size", flow_answers=5)
+    assert problem.headers["Retry-After"] == "2"  # (0 in flight + 1) / 0.5 per second
+
+
+def test_limits_come_from_the_built_configs_through_the_models_typed_settings(configs):
+    contract = contract_from_configs(configs)
+    assert set(contract.models) == {"radar", "ocr", "health_code", "resnet50"}
+    expected = {
+        "radar": RadarSettings,
+        "ocr": OcrModelSettings,
+        "health_code": HealthCodeSettings,
+        "resnet50": Resnet50Settings,
+    }
+    for model, kind in expected.items():
+        assert contract[model].settings == kind.from_parameters(parameters(configs[model]))
+    assert contract["radar"].settings.max_text_bytes == int(parameters(configs["radar"])["max_text_bytes"])
+    assert contract["resnet50"].batched and contract["resnet50"].dims["INPUT"] == (3, -1, -1)
+    assert not contract["radar"].batched
+
+
+def test_a_model_without_its_routes_tensors_stops_the_door(configs):
+    renamed = copy_config(configs["radar"])
+    renamed.input[0].name = "TEXTS"
+    with pytest.raises(ContractError, match="no input 'TEXT'"):
+        contract_from_configs({**configs, "radar": renamed})
+    retyped = copy_config(configs["resnet50"])
+    retyped.input[0].dims[:] = [3, 224, 224]
+    with pytest.raises(ContractError, match="INPUT"):
+        contract_from_configs({**configs, "resnet50": retyped})
+
+
+def test_a_model_the_server_does_not_serve_gets_no_route(configs):
+    contract = contract_from_configs({"radar": configs["radar"]})
+    assert set(contract.models) == {"radar"}
+
+
+def fake_process(proc, pid: int, comm: str, state: str, ppid: int, args: list[str]) -> None:
+    folder = proc / str(pid)
+    folder.mkdir()
+    (folder / "stat").write_text(f"{pid} ({comm}) {state} {ppid} 1 1 0")
+    (folder / "cmdline").write_bytes("\0".join(args).encode() + b"\0")
+
+
+def test_readiness_looks_only_at_the_stubs_of_the_server_on_the_doors_port(tmp_path):
+    fake_process(tmp_path, 10, "tritonserver", "S", 1, ["tritonserver", "--grpc-port=9001"])
+    fake_process(tmp_path, 11, "triton_python_b", "Z", 10, ["triton_python_backend_stub"])
+    fake_process(tmp_path, 12, "triton_python_b", "S", 10, ["triton_python_backend_stub"])
+    fake_process(tmp_path, 20, "tritonserver", "S", 1, ["tritonserver", "--grpc-port", "9002"])
+    fake_process(tmp_path, 21, "triton_python_b", "Z", 20, ["triton_python_backend_stub"])
+    fake_process(tmp_path, 30, "tritonserver", "S", 1, ["tritonserver", "--model-repository=/models"])
+    assert stub_check("9001", tmp_path) == ([11], True)
+    assert stub_check("9002", tmp_path) == ([21], True)
+    assert stub_check("8001", tmp_path) == ([], True), "Triton's default port when the command line names none"
+    assert stub_check("9999", tmp_path) == ([], False), "a server the door cannot see is said to be unseen"
