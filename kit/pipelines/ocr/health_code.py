@@ -39,11 +39,18 @@ class QrCode:
 
 
 def find_qr(image: np.ndarray) -> QrCode | None:
+    """The code and its payload. OpenCV's classic detector first; where it finds or decodes nothing,
+    its ArUco-based one, which finds the codes the classic one misses on some phone screenshots at
+    device pixel ratio 3 (2 of 18 rendered screens, perf/probes/ocr_sizing.py)."""
     ink = np.ascontiguousarray(image.min(axis=2))
-    payload, points, _ = cv2.QRCodeDetector().detectAndDecode(ink)
-    if points is None or len(points) == 0:
-        return None
-    return QrCode(payload or None, points.reshape(-1, 2)[:4].astype(np.float32))
+    found = None
+    for detector in (cv2.QRCodeDetector(), cv2.QRCodeDetectorAruco()):
+        payload, points, _ = detector.detectAndDecode(ink)
+        if points is not None and len(points) > 0:
+            found = QrCode(payload or None, points.reshape(-1, 2)[:4].astype(np.float32))
+            if payload:
+                return found
+    return found
 
 
 def code_color(image: np.ndarray, corners: np.ndarray) -> str:
