@@ -66,7 +66,12 @@ def parse(cls: type[S], params: dict[str, str]) -> S:
             values[f.name] = convert(params[f.name], kind, f.name)
         elif f.default is MISSING and f.default_factory is MISSING:
             raise SettingsError(f"{cls.__name__}: parameter {f.name!r} is missing")
-    return cls(**values)
+    try:
+        return cls(**values)
+    except SettingsError:
+        raise
+    except ValueError as exc:  # a pipeline's own settings check their values
+        raise SettingsError(f"{cls.__name__}: {exc}") from None
 
 
 class Settings:

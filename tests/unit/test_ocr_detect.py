@@ -9,10 +9,16 @@ from kit.pipelines.ocr.detect import (
     boxes_from_map,
     bucket_shape,
     detect,
+    limited_size,
     prepare,
     reading_order,
+    rescaled_size,
+    scaled_size,
     to_original,
 )
+from kit.pipelines.ocr.settings import OcrSettings
+
+BUCKETED = OcrSettings(det_buckets=(736, 1312), det_max_padding=0.5)
 
 
 def probability_map(h, w, rects, value=0.9):
@@ -55,7 +61,7 @@ def test_bucket_shape_pads_only_when_padding_is_cheap():
 
 def test_prepare_sizes_like_paddleocr_and_pads_with_neutral_grey():
     image = np.full((300, 500, 3), 255, np.uint8)
-    page = prepare(image, buckets=(736, 1312), max_padding=0.5)
+    page = prepare(image, BUCKETED)
     assert page.map_size == (736, 1216)  # short side to 736, multiples of 32
     assert page.tensor.shape == (1, 736, 1312, 3) and page.tensor.dtype == np.uint8
     assert (page.tensor[0, :, 1216:] == PAD_VALUE).all() and page.padding == pytest.approx(1 - 1216 / 1312)
@@ -78,9 +84,39 @@ def test_a_tall_strip_cannot_make_a_huge_detector_input():
 
 def test_detect_ignores_the_padded_part_of_the_map():
     image = np.full((736, 1000, 3), 255, np.uint8)
-    page = prepare(image, buckets=(736, 1312), max_padding=0.5)
+    page = prepare(image, BUCKETED)
     prob = np.zeros((1, 1, 736, 1312), np.float32)
     prob[0, 0, 100:130, 100:600] = 0.9
     prob[0, 0, 300:330, 1100:1300] = 0.9  # in the padding: must not become a box
     (box,) = detect(page, prob)
     assert box[:, 0].max() < 1000
+
+
+def test_max_side_sizing_shrinks_wide_pages_and_never_enlarges():
+    assert limited_size(270, 1000, 960) == (256, 960)
+    assert limited_size(2532, 1170, 960) == (960, 448)  # a phone screenshot at device pixel ratio 3
+    assert limited_size(300, 500, 960) == (288, 512)  # small pictures keep their size (to multiples of 32)
+    assert scaled_size(1000, 1500, 3.0) == (1344, 1984)  # the longest side stops at 2000 (then to 32s)
+
+
+def box(top, left, height, width):
+    return np.array([[left, top], [left + width, top], [left + width, top + height], [left, top + height]], np.float32)
+
+
+def test_text_height_sizing_rescales_only_when_the_median_box_is_far_from_the_target():
+    settings = OcrSettings(det_sizing="text_height", det_max_side=960, det_text_height=24)
+    page = prepare(np.full((300, 1920, 3), 255, np.uint8), settings)
+    assert page.map_size == (160, 960)  # first pass: longest side 960, a ratio of 0.5
+    # Boxes 20 page px high are 10 detector px high at 0.5: detect again at 24 / 20 = 1.2, which the
+    # longest side's limit of 2000 brings down to 1.04.
+    assert rescaled_size(page, [box(10 + 30 * i, 10, 20, 400) for i in range(5)], settings) == (320, 2016)
+    assert rescaled_size(page, [box(10, 10, 30, 400)] * 3, settings) == (256, 1536)  # 24 / 30 = 0.8
+    # 48 page px are 24 at 0.5: the first pass stands; so it does when nothing was found.
+    assert rescaled_size(page, [box(10, 10, 48, 400)], settings) is None
+    assert rescaled_size(page, [], settings) is None
+    assert rescaled_size(page, [box(10, 10, 20, 400)], OcrSettings(det_sizing="max_side")) is None
+
+
+def test_unknown_sizing_is_refused():
+    with pytest.raises(ValueError, match="det_sizing"):
+        OcrSettings(det_sizing="bigger")

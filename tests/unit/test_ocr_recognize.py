@@ -10,6 +10,7 @@ from kit.pipelines.ocr.recognize import (
     cls_batch,
     crop_text,
     ctc_decode,
+    grow_box,
     rec_groups,
     rec_width,
 )
@@ -75,3 +76,12 @@ def test_classifier_batch_is_fixed_size_and_normalised():
     assert batch.shape == (2, 3, 48, 192) and batch.dtype == np.float32
     assert batch[0, :, :, :96].max() == 1.0 and (batch[0, :, :, 96:] == 0).all()
     assert batch[1].min() == -1.0
+
+
+def test_grow_box_pads_above_and_below_along_the_box_and_stays_in_the_image():
+    box = np.array([[10, 20], [110, 20], [110, 40], [10, 40]], np.float32)  # 20 px high
+    np.testing.assert_allclose(grow_box(box, 0.3, (100, 200, 3)), [[10, 14], [110, 14], [110, 46], [10, 46]])
+    np.testing.assert_array_equal(grow_box(box, 0.0, (100, 200, 3)), box)
+    tilted = np.array([[0, 10], [100, 0], [102, 20], [2, 30]], np.float32)  # its "down" is (2, 20)
+    np.testing.assert_allclose(grow_box(tilted, 0.5, (100, 200, 3))[2:], [[103, 30], [3, 40]])
+    np.testing.assert_allclose(grow_box(box, 2.0, (50, 200, 3))[:, 1], [0, 0, 49, 49])  # clipped

@@ -1,9 +1,14 @@
 """Text detection around the PP-OCRv4 DB model: sizing and shape buckets before, boxes after.
 
-Sizing follows RapidOCR (the reference the served results are compared with): the longest side is
-brought to at most 2000 px and the shortest to at least 30, very flat pictures are letterboxed,
-then the detector sees the picture scaled so its short side is 736 px, rounded to multiples of 32.
-The scaled picture is then padded (bottom and right) to a shape bucket so that requests of
+The page follows RapidOCR: the longest side is brought to at most 2000 px and the shortest to at
+least 30, and very flat pictures are letterboxed. How large the detector then sees it is the
+setting `det_sizing` (kit.pipelines.ocr.settings). `rapidocr` scales the short side up to 736 px, as
+RapidOCR does (the served results are compared with it in that mode); that blows small crisp text
+up 2-3x on wide screenshots, where the boxes come out so tight that the recogniser loses the spaces
+between words. `max_side` keeps the longest side at most a limit, and `text_height` detects there
+first, then, when the median box is far from the height asked for, once more at the scale that
+brings it there: text of every size reaches the detector at about the same height. Sides are
+multiples of 32. The scaled picture is then padded (bottom and right) to a shape bucket so that requests of
 different sizes can share a batch, but only when the padding costs little: past `max_padding` it
 goes at its own size, the lesson of Paddle Serving's dynamic padding. Post-processing is the
 Differentiable Binarization recipe: threshold, dilate, contours, minimum-area boxes, score,
@@ -20,7 +25,7 @@ import numpy as np
 import pyclipper
 
 from kit.pipelines.batching.buckets import bucket_for
-from kit.pipelines.ocr.settings import DbParams
+from kit.pipelines.ocr.settings import DbParams, OcrSettings
 
 MAX_SIDE = 2000
 MIN_SIDE = 30
@@ -93,6 +98,44 @@ def det_size(h: int, w: int, short_side: int = DET_SHORT_SIDE) -> tuple[int, int
     return h, w
 
 
+def limited_size(h: int, w: int, max_side: int) -> tuple[int, int]:
+    """Longest side at most `max_side` (never enlarged), multiples of 32."""
+    ratio = min(1.0, max_side / max(h, w))
+    return round32(h * ratio), round32(w * ratio)
+
+
+def scaled_size(h: int, w: int, ratio: float) -> tuple[int, int]:
+    """`ratio` times the page, its longest side at most MAX_SIDE, multiples of 32."""
+    ratio = min(ratio, MAX_SIDE / max(h, w))
+    return round32(h * ratio), round32(w * ratio)
+
+
+def first_size(h: int, w: int, settings: OcrSettings) -> tuple[int, int]:
+    """The detector's size for a page of (h, w) on its first (for most pictures only) pass."""
+    if settings.det_sizing == "rapidocr":
+        return det_size(h, w)
+    return limited_size(h, w, settings.det_max_side)
+
+
+def text_heights(boxes: Sequence[np.ndarray]) -> np.ndarray:
+    """Each box's height (its shorter pair of sides, mean), in the pixels of its page."""
+    corners = np.array(boxes, dtype=np.float32)
+    return (np.linalg.norm(corners[:, 0] - corners[:, 3], axis=1) + np.linalg.norm(corners[:, 1] - corners[:, 2], axis=1)) / 2
+
+
+def rescaled_size(page: Page, boxes: Sequence[np.ndarray], settings: OcrSettings) -> tuple[int, int] | None:
+    """Under `text_height`: the detector's size that makes the median box `det_text_height` pixels
+    high, or None when the first pass is within `det_rescale_margin` of it (or found nothing)."""
+    if settings.det_sizing != "text_height" or not boxes:
+        return None
+    ratio = settings.det_text_height / max(float(np.median(text_heights(boxes))), 1.0)
+    first = page.map_size[0] / page.image.shape[0]
+    if abs(ratio / first - 1) <= settings.det_rescale_margin:
+        return None
+    size = scaled_size(*page.image.shape[:2], ratio)
+    return None if size == page.map_size else size
+
+
 def bucket_shape(h: int, w: int, buckets: Sequence[int], max_padding: float) -> tuple[int, int]:
     """Each side padded to its bucket when the padded area is at most `max_padding` waste."""
     if not buckets or max(h, w) > buckets[-1]:
@@ -101,16 +144,22 @@ def bucket_shape(h: int, w: int, buckets: Sequence[int], max_padding: float) -> 
     return (bh, bw) if 1 - h * w / (bh * bw) <= max_padding else (h, w)
 
 
-def prepare(image: np.ndarray, buckets: Sequence[int] = (), max_padding: float = 0.0) -> Page:
+def prepare(image: np.ndarray, settings: OcrSettings = OcrSettings()) -> Page:
+    """The page and the detector's input for its first pass."""
     original = image.shape[:2]
     page, scale_y, scale_x = fit_sides(image)
     page, top = letterbox(page)
-    h, w = det_size(*page.shape[:2])
-    scaled = resize_to(page, h, w)
-    bh, bw = bucket_shape(h, w, buckets, max_padding)
+    empty = np.zeros((1, 0, 0, 3), np.uint8)
+    return resized(Page(page, empty, (0, 0), (scale_y, scale_x), top, original), first_size(*page.shape[:2], settings), settings)
+
+
+def resized(page: Page, size: tuple[int, int], settings: OcrSettings) -> Page:
+    """`page` with the detector's input at `size`, padded to its bucket when that costs little."""
+    h, w = size
+    bh, bw = bucket_shape(h, w, settings.det_buckets, settings.det_max_padding)
     tensor = np.full((1, bh, bw, 3), PAD_VALUE, dtype=np.uint8)
-    tensor[0, :h, :w] = scaled
-    return Page(page, tensor, (h, w), (scale_y, scale_x), top, original)
+    tensor[0, :h, :w] = resize_to(page.image, h, w)
+    return Page(page.image, tensor, (h, w), page.scale, page.top, page.original)
 
 
 def mini_box(contour: np.ndarray) -> tuple[np.ndarray, float]:

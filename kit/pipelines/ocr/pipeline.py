@@ -12,8 +12,8 @@ from typing import Protocol
 
 import numpy as np
 
-from kit.pipelines.ocr.detect import detect, prepare, to_original
-from kit.pipelines.ocr.recognize import apply_angles, cls_batch, crop_text, ctc_decode, rec_groups
+from kit.pipelines.ocr.detect import detect, prepare, rescaled_size, resized, to_original
+from kit.pipelines.ocr.recognize import apply_angles, cls_batch, crop_text, ctc_decode, grow_box, rec_groups
 from kit.pipelines.ocr.settings import OcrSettings
 
 
@@ -47,11 +47,15 @@ class OcrPipeline:
     async def read(self, image: np.ndarray, engines: Engines) -> OcrResult:
         """Lines in reading order with score >= text_score, for a BGR uint8 picture."""
         s = self.settings
-        page = prepare(image, s.det_buckets, s.det_max_padding)
+        page = prepare(image, s)
         boxes = detect(page, await engines.detect(page.tensor), s.db)
+        size = rescaled_size(page, boxes, s)
+        if size is not None:
+            page = resized(page, size, s)
+            boxes = detect(page, await engines.detect(page.tensor), s.db)
         if not boxes:
             return OcrResult.empty()
-        crops = [crop_text(page.image, box) for box in boxes]
+        crops = [crop_text(page.image, grow_box(box, s.crop_pad, page.image.shape)) for box in boxes]
         if s.use_cls:
             parts = [crops[i : i + s.max_batch] for i in range(0, len(crops), s.max_batch)]
             probs = await asyncio.gather(*(engines.classify(cls_batch(part)) for part in parts))

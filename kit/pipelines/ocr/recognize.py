@@ -25,6 +25,19 @@ CLS_THRESH = 0.9
 WIDTH_STEP = 32  # crops wider than the largest bucket run at their width rounded up to this
 
 
+def grow_box(box: np.ndarray, pad: float, shape: tuple[int, ...]) -> np.ndarray:
+    """The quadrilateral (clockwise from top-left) grown by `pad` times its height above and below,
+    clipped to the image. The detector's boxes hug the glyphs; from such a tight crop, scaled to 48 px
+    high, the recogniser reads words run together (PP-OCR was trained on looser crops)."""
+    corners = box.astype(np.float32)
+    if pad <= 0:
+        return corners
+    tl, tr, br, bl = corners
+    down = (bl - tl + br - tr) / 2  # from the top edge to the bottom one
+    grown = np.array([tl - pad * down, tr - pad * down, br + pad * down, bl + pad * down], np.float32)
+    return np.clip(grown, 0, [shape[1] - 1, shape[0] - 1])
+
+
 def crop_text(image: np.ndarray, box: np.ndarray) -> np.ndarray:
     """The quadrilateral warped to an upright rectangle; tall crops turned to lie flat."""
     box = box.astype(np.float32)
