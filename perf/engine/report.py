@@ -254,7 +254,11 @@ def write_index(reports: Iterable[tuple[Workload, dict, Path]], index: Path = IN
                 *table(["workload", "report", "run", "headline", "targets met"], rows),
                 "",
                 "Also committed: FP16 and batch size on an H100 in PyTorch (export/gpu_levers.py), raw output in "
-                "[results/gpu/](results/gpu/h100_levers.json); the reliability runs (`make soak`, `make peak`, `make fuzz`) in "
+                "[results/gpu/](results/gpu/h100_levers.json); OCR's detector sizing policies on browser-rendered pages "
+                "(`make perf-ocr-sizing`) in [results/ocr/sizing.json](results/ocr/sizing.json), and the served side-by-side "
+                "of the committed sizing and RapidOCR's (`make perf-ocr-rendered`) in "
+                "[results/ocr/rendered/REPORT.md](results/ocr/rendered/REPORT.md); the reliability runs "
+                "(`make soak`, `make peak`, `make fuzz`) in "
                 "[RELIABILITY.md](RELIABILITY.md).\n",
             ]
         )

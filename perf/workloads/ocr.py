@@ -18,13 +18,22 @@ from perf.engine.verdicts import kit_by_clients, no_failures, versus_baselines, 
 from perf.engine.workload import Baseline, Verdict, Workload
 from perf.workloads import ocr_limit
 from samples.images import mixed_images
+from samples.renderings import corpus
 
 NETWORKS = ("ocr_det", "ocr_cls", "ocr_rec")
 
 
+def spec_images(spec_input: dict) -> list[bytes]:
+    """Generated pages and screenshots (samples.images.mixed_images, `count`), or pages rendered by
+    headless chromium (`"source": "rendered"`: samples.renderings, `per_kind` of each of 9 kinds)."""
+    if spec_input.get("source") == "rendered":
+        return [page.data for page in corpus(spec_input["per_kind"], spec_input["seed"])]
+    return mixed_images(spec_input["count"], spec_input["seed"])
+
+
 def ocr_inputs(out_dir: Path, spec_input: dict) -> InputSet:
-    """A spec's images (samples.images.mixed_images) as base64 --input-data files."""
-    images = mixed_images(spec_input["count"], spec_input["seed"])
+    """A spec's images as base64 --input-data files."""
+    images = spec_images(spec_input)
     encoded = [base64.b64encode(data).decode("ascii") for data in images]
     triton, http = write_pair(
         out_dir, spec_input["name"], [{"IMAGE": {"content": [e], "shape": [1]}} for e in encoded], [{"image": e} for e in encoded]
@@ -84,7 +93,8 @@ class Ocr(Workload):
         timeout = (
             f" queue-timeout={entry['default_timeout_microseconds'] / 1e6:g}s" if "default_timeout_microseconds" in entry else ""
         )
-        return f"{nets} entry={entry.get('instances', 1)}{timeout}"
+        changed = "".join(f" {key}={value}" for key, value in sorted(entry.get("parameters", {}).items()))
+        return f"{nets} entry={entry.get('instances', 1)}{timeout}{changed}"
 
     def setup(self, spec: dict, model_dir: Path, work: Path) -> tuple[dict[str, InputSet], dict]:
         """The image sets and the limit, in images/s: the kit's pipeline in-process on the limit set's images."""
@@ -99,11 +109,7 @@ class Ocr(Workload):
         return {"OCR_MODEL_DIR": str(model_dir.resolve())}
 
     def inputs_line(self, spec: dict) -> str:
-        return "; ".join(
-            f"`{i['name']}`: {i['count']} generated PNG images (samples.images.mixed_images, seed {i['seed']}): documents "
-            "of printed lines 640-1200 px wide and health-code screenshots 540-1080 px wide, alternating"
-            for i in spec["inputs"]
-        )
+        return "; ".join(map(input_line, spec["inputs"]))
 
     def verdicts(self, results: dict) -> list[Verdict]:
         """The issue's OCR targets: >= 0.9 x the limit at 8+ clients; >= FastAPI + uvicorn at its best worker
@@ -120,6 +126,20 @@ class Ocr(Workload):
 
     def sections(self, results: dict, out_dir: Path) -> list[str]:
         return limit_section(results["limit"]) + time_section(results)
+
+
+def input_line(spec_input: dict) -> str:
+    if spec_input.get("source") == "rendered":
+        return (
+            f"`{spec_input['name']}`: {9 * spec_input['per_kind']} pages rendered by headless chromium (samples.renderings, "
+            f"seed {spec_input['seed']}): articles light and dark, notices, receipts, invoice tables, mixed Chinese/English/"
+            "digits and health-code screens, 390 px phones at device pixel ratio 3 and desktops up to 1440 px, a third JPEG"
+        )
+    return (
+        f"`{spec_input['name']}`: {spec_input['count']} generated PNG images (samples.images.mixed_images, seed "
+        f"{spec_input['seed']}): documents of printed lines 640-1200 px wide and health-code screenshots 540-1080 px wide, "
+        "alternating"
+    )
 
 
 LIMIT_NOTE = (
