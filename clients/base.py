@@ -1,7 +1,9 @@
 """The base of every model client: one model, its requests retried under one overload policy on every transport.
 
 Subclasses (clients.radar, clients.ocr, clients.health_code) only turn their inputs into tensors and the output
-tensors into results, so that connections, retries and concurrency behave the same for every model.
+tensors into results, so that connections, retries and concurrency behave the same for every model. The transports
+are Triton's gRPC and HTTP and, with protocol "door", the kit's front door (clients.door: plain JSON, its 429s and
+Retry-After): the same calls give the same results through it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Any, TypeVar
 import numpy as np
 from tritonclient.utils import InferenceServerException
 
+from clients import triton
+from clients.door import DoorClient, DoorError
 from clients.triton import (
     Endpoint,
     RetryCounter,
@@ -26,6 +30,9 @@ from clients.triton import (
 )
 
 T = TypeVar("T")
+PROTOCOLS = (*triton.PROTOCOLS, "door")
+DEFAULT_URLS = {**triton.DEFAULT_URLS, "door": "http://localhost:8080"}
+REFUSALS = (InferenceServerException, DoorError)
 
 
 def _arrays(response, names: list[str]) -> dict[str, np.ndarray]:
@@ -54,12 +61,13 @@ class ModelClient:
         if base64_json and protocol != "http":
             raise ValueError("base64 JSON is a plain HTTP/REST request: use protocol 'http'")
         self.model, self.output_names = model, list(outputs)
-        self.endpoint = Endpoint(url, protocol)
         self.concurrency = concurrency
         self.retry = retry
-        self.retries = RetryCounter()
         self.base64_json = base64_json
-        self.clients = ThreadLocalClients(self.endpoint)
+        self.door = DoorClient(url, retry=retry) if protocol == "door" else None
+        self.retries = self.door.retries if self.door else RetryCounter()
+        self.endpoint = None if self.door else Endpoint(url, protocol)
+        self.clients = None if self.door else ThreadLocalClients(self.endpoint)
 
     def infer(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return call_with_retry(self._request(inputs), self.retry, self.retries)
@@ -71,12 +79,13 @@ class ModelClient:
         request, outputs = self.endpoint.inputs(inputs), self.endpoint.outputs(self.output_names)
         return lambda: _arrays(self.clients.get().infer(self.model, request, outputs=outputs), self.output_names)
 
-    def map(self, fn: Callable[[Any], T], items: Iterable) -> list[T | InferenceServerException]:
+    def map(self, fn: Callable[[Any], T], items: Iterable) -> list[T | InferenceServerException | DoorError]:
         """`fn(item)` for every item, `concurrency` in flight, in order; a refused request yields its exception."""
-        return map_concurrently(fn, items, self.concurrency)
+        return map_concurrently(fn, items, self.concurrency, REFUSALS)
 
     def close(self) -> None:
-        self.clients.close()
+        if self.clients:
+            self.clients.close()
 
 
 class AsyncModelClient:

@@ -23,8 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from clients.ocr import OcrLine
-from clients.radar import RadarResult
+from clients.results import OcrLine, RadarResult
 from clients.triton import RetryCounter, RetryPolicy
 
 RETRY_STATUSES = frozenset({429, 503})

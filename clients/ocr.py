@@ -3,6 +3,7 @@
     python -m clients.ocr --url localhost:8001 --protocol grpc scan.jpg receipts/*.png
     python -m clients.ocr --protocol http --concurrency 16 --json *.jpg
     python -m clients.ocr --base64 --url localhost:8000 photo.jpg     # plain HTTP/REST JSON, base64 image
+    python -m clients.ocr --protocol door --url http://localhost:8080 photo.jpg   # through the front door
 
 Images are sent as their encoded bytes (decoding happens on the server), concurrently, so that
 the server's batchers merge the text crops of different images. `--base64` sends what a browser
@@ -15,14 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from tritonclient.utils import InferenceServerException
 
-from clients.base import ModelClient
-from clients.triton import DEFAULT_URLS, PROTOCOLS, RetryPolicy
+from clients.base import DEFAULT_URLS, PROTOCOLS, ModelClient
+from clients.results import OcrLine
+from clients.triton import RetryPolicy
 
 OUTPUTS = ["TEXTS", "SCORES", "BOXES"]
 
@@ -56,19 +57,14 @@ class ImageClient(ModelClient):
         return self.map(self.read, images)
 
 
-@dataclass
-class OcrLine:
-    text: str
-    score: float
-    box: list[list[float]]  # 4 corners [x, y], clockwise from top-left, in image pixels
-
-
 class OcrClient(ImageClient):
     """Thread-safe synchronous client of `ocr`; `read_many` keeps `concurrency` requests in flight."""
 
     model, outputs = "ocr", OUTPUTS
 
     def read(self, data: bytes) -> list[OcrLine]:
+        if self.door:
+            return self.door.read(data)
         out = self.infer(image_tensor(data))
         boxes = out["BOXES"].reshape(-1, 4, 2)
         return [
@@ -97,7 +93,9 @@ def parser_for(doc: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("images", nargs="+", type=Path)
     parser.add_argument("--protocol", choices=PROTOCOLS, default="grpc")
-    parser.add_argument("--url", help="host:port (default: localhost:8001 for grpc, localhost:8000 for http)")
+    parser.add_argument(
+        "--url", help="host:port for grpc (default localhost:8001) and http (localhost:8000); the door's URL for door"
+    )
     parser.add_argument("--concurrency", type=int, default=8, help="requests in flight at once (default 8)")
     parser.add_argument("--base64", action="store_true", help="plain HTTP/REST JSON with the image as base64 text")
     return parser

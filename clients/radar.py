@@ -2,6 +2,7 @@
 
     python -m clients.radar --url localhost:8001 --protocol grpc essay.txt notes/*.txt
     python -m clients.radar --protocol http --concurrency 16 --json *.txt
+    python -m clients.radar --protocol door --url http://localhost:8080 essay.txt   # through the front door
 
 Files are sent concurrently (threads over one client, or asyncio with --asyncio), so that the
 server's dynamic batcher can merge the chunks of different files.
@@ -13,38 +14,17 @@ import argparse
 import asyncio
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from tritonclient.utils import InferenceServerException
 
-from clients.base import AsyncModelClient, ModelClient
-from clients.triton import DEFAULT_URLS, PROTOCOLS, RetryPolicy
+from clients.base import DEFAULT_URLS, PROTOCOLS, AsyncModelClient, ModelClient
+from clients.results import RADAR_OUTPUTS, RadarResult
+from clients.triton import RetryPolicy
 
 MODEL = "radar"
-OUTPUTS = ["SCORE", "CHUNK_SCORES", "CHUNK_SPANS"]
-
-
-@dataclass
-class RadarResult:
-    score: float
-    chunk_scores: list[float]
-    chunk_spans: list[tuple[int, int]]
-
-    @classmethod
-    def from_outputs(cls, outputs: dict[str, np.ndarray]) -> RadarResult:
-        spans = outputs["CHUNK_SPANS"].reshape(-1, 2)
-        return cls(
-            score=float(outputs["SCORE"][0]),
-            chunk_scores=[float(s) for s in outputs["CHUNK_SCORES"]],
-            chunk_spans=[(int(a), int(b)) for a, b in spans],
-        )
-
-    @classmethod
-    def from_response(cls, response) -> RadarResult:
-        """From a tritonclient InferResult, for callers that send their own requests."""
-        return cls.from_outputs({name: response.as_numpy(name) for name in OUTPUTS})
+OUTPUTS = RADAR_OUTPUTS
 
 
 def text_tensor(text: str | bytes) -> dict[str, np.ndarray]:
@@ -59,6 +39,8 @@ class RadarClient(ModelClient):
         super().__init__(MODEL, OUTPUTS, url, protocol, concurrency, retry=retry)
 
     def classify(self, text: str | bytes) -> RadarResult:
+        if self.door:
+            return self.door.classify(text.decode("utf-8") if isinstance(text, bytes) else text)
         return RadarResult.from_outputs(self.infer(text_tensor(text)))
 
     def classify_many(self, texts: list[str | bytes]) -> list[RadarResult | InferenceServerException]:
@@ -111,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("files", nargs="+", type=Path)
     parser.add_argument("--protocol", choices=PROTOCOLS, default="grpc")
-    parser.add_argument("--url", help="host:port (default: localhost:8001 for grpc, localhost:8000 for http)")
+    parser.add_argument(
+        "--url", help="host:port for grpc (default localhost:8001) and http (localhost:8000); the door's URL for door"
+    )
     parser.add_argument("--concurrency", type=int, default=8, help="requests in flight at once (default 8)")
     parser.add_argument("--asyncio", action="store_true", help="use the asyncio client instead of threads")
     parser.add_argument("--json", action="store_true", help="one JSON object per file")

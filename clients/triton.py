@@ -218,14 +218,20 @@ async def call_with_retry_async(call: Callable[[], Awaitable[T]], policy: RetryP
             await aio.sleep(delay)
 
 
-def map_concurrently(fn: Callable[[Any], T], items: Iterable, concurrency: int) -> list[T | InferenceServerException]:
+def map_concurrently(
+    fn: Callable[[Any], T],
+    items: Iterable,
+    concurrency: int,
+    refusals: tuple[type[Exception], ...] = (InferenceServerException,),
+) -> list[T | Exception]:
     """`fn(item)` for every item, `concurrency` at a time, in order; a request the server refused
-    yields its exception in place of a result, so one bad file does not hide the others' answers."""
+    (one of `refusals`) yields its exception in place of a result, so one bad file does not hide the
+    others' answers."""
 
     def one(item):
         try:
             return fn(item)
-        except InferenceServerException as exc:
+        except refusals as exc:
             return exc
 
     with ThreadPoolExecutor(concurrency) as pool:

@@ -154,6 +154,46 @@ def test_health_code_answer_equals_tritons(door, server):
     assert expected["color"] == "yellow"
 
 
+def both_ways(make, method: str, items: list, door: Door, server) -> list[tuple]:
+    """(direct answer, answer through the door) per item, by the same client class and call."""
+    direct, through = make(server.options.grpc_url, "grpc"), make(door.url, "door")
+    try:
+        return list(zip(getattr(direct, method)(items), getattr(through, method)(items), strict=True))
+    finally:
+        direct.close()
+        through.close()
+
+
+def test_the_model_clients_give_the_same_results_through_the_door(door, server):
+    """RadarClient, OcrClient and HealthCodeClient with protocol "door": the same calls give the same
+    results, and a refused item yields its error in place while the others are answered."""
+    texts = sample_texts(3, 150, 900, seed=52)
+    for want, got in both_ways(RadarClient, "classify_many", texts, door, server):
+        assert got.chunk_spans == want.chunk_spans
+        np.testing.assert_allclose(got.chunk_scores, want.chunk_scores, atol=1e-5, rtol=0)
+    images = [document(64, width=640, lines=2).data, b"not an image", health_code(65, "red").data]
+    (want, got), (refused_direct, refused) = both_ways(OcrClient, "read_many", images[:2], door, server)
+    assert [line.text for line in got] == [line.text for line in want] and want
+    np.testing.assert_allclose([line.box for line in got], [line.box for line in want], atol=1e-3)
+    assert isinstance(refused_direct, Exception) and isinstance(refused, DoorError) and refused.status == 415
+    (refused_direct, refused), (want, got) = both_ways(HealthCodeClient, "read_many", images[1:], door, server)
+    assert got == want and want["color"] == "red"
+    assert isinstance(refused, DoorError) and refused.status == 415
+    result = subprocess.run(
+        [sys.executable, "-m", "clients.radar", "--protocol", "door", "--url", door.url, "--json", "/dev/stdin"],
+        input=texts[0],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert [(c["start"], c["end"]) for c in answer["chunks"]] == both_ways(RadarClient, "classify_many", texts[:1], door, server)[
+        0
+    ][0].chunk_spans
+
+
 def test_resnet_answer_equals_tritons(door, grpc_client):
     import tritonclient.grpc as grpcclient
 
