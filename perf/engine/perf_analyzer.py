@@ -136,8 +136,10 @@ def parse_csv(path: Path) -> dict[str, float]:
 
 
 def exact_throughput(path: Path) -> float:
-    """Requests per second from the first request sent to the last response received."""
-    requests = json.loads(path.read_text())["experiments"][-1]["requests"]
+    """Requests per second from the first request sent to the last response received. (The export also
+    holds the responses' BYTES outputs, which perf_analyzer may cut inside a UTF-8 character, as it did
+    with Chinese OCR lines: only the timestamps are read, so such bytes are replaced.)"""
+    requests = json.loads(path.read_text(errors="replace"))["experiments"][-1]["requests"]
     start = min(r["timestamp"] for r in requests)
     end = max(r["response_timestamps"][-1] for r in requests if r["response_timestamps"])
     return len(requests) / ((end - start) / 1e9)
