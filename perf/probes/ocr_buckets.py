@@ -1,8 +1,10 @@
-"""Padding waste of the OCR shape buckets, measured on generated pages and health-code screenshots.
+"""Padding waste of the OCR shape buckets, measured on generated pages and health-code screenshots,
+or on pages rendered by headless chromium (--rendered N: N of each kind, samples.renderings).
 
-    python -m perf.probes.ocr_buckets [--artifacts artifacts/ocr] [--images 48] [--out FILE]
+    python -m perf.probes.ocr_buckets [--artifacts artifacts/ocr] [--images 48] [--rendered 4] [--out FILE]
 
-Runs the exported detector in this process to get the real text crops, then compares the
+Runs the exported detector in this process, as the committed `ocr` settings size it, to get the
+real text crops, then compares the
 recogniser width buckets configured in model_repository/ocr/config.pbtxt with the best buckets
 for this sample, with RapidOCR's own batching (6 crops of one image padded to the widest) and with
 one width for everything; and the detector's shape buckets at a few padding limits.
@@ -19,27 +21,28 @@ import numpy as np
 from kit.adapters.settings import OcrModelSettings
 from kit.control.configs import load_source_config, parameters
 from kit.pipelines.batching.buckets import choose_buckets, padding_waste
-from kit.pipelines.ocr.detect import bucket_shape, detect, prepare
+from kit.pipelines.ocr.detect import bucket_shape
 from kit.pipelines.ocr.image import decode_image
-from kit.pipelines.ocr.recognize import MIN_REC_WIDTH, crop_text, rec_width
-from kit.pipelines.ocr.settings import DbParams
+from kit.pipelines.ocr.pipeline import OcrPipeline
+from kit.pipelines.ocr.recognize import MIN_REC_WIDTH, rec_width
 from kit.runners.onnx import OcrEngines
 from perf.probes.output import emit
 from samples.images import mixed_images
+from samples.renderings import corpus
 
 MAX_REC_WIDTH = 1280
 
 
-def measure(artifacts: Path, count: int, seed: int) -> dict:
+def measure(artifacts: Path, images: list[bytes]) -> dict:
     engines = OcrEngines(artifacts)
     settings = OcrModelSettings.from_parameters(parameters(load_source_config("ocr"))).pipeline
+    pipeline = OcrPipeline([], settings)
     rec_buckets, det_buckets = settings.rec_buckets, settings.det_buckets
     per_image, det_shapes = [], []
-    for data in mixed_images(count, seed, document_widths=(640, 800, 960, 1200, 1600)):
-        page = prepare(decode_image(data))
+    for data in images:
+        page, _, crops = asyncio.run(pipeline.find_text(decode_image(data), engines))
         det_shapes.append(page.map_size)
-        boxes = detect(page, asyncio.run(engines.detect(page.tensor)), DbParams())
-        per_image.append([max(MIN_REC_WIDTH, rec_width(crop_text(page.image, b))) for b in boxes])
+        per_image.append([max(MIN_REC_WIDTH, rec_width(crop)) for crop in crops])
     widths = [w for image in per_image for w in image]
     fitting = [w for w in widths if w <= MAX_REC_WIDTH]
     best = choose_buckets(fitting, len(rec_buckets), MAX_REC_WIDTH, multiple=32)
@@ -53,7 +56,7 @@ def measure(artifacts: Path, count: int, seed: int) -> dict:
             "distinct_shapes": len(set(shapes)),
         }
     return {
-        "images": count,
+        "images": len(images),
         "crops": len(widths),
         "width_percentiles": {p: int(np.percentile(widths, p)) for p in (5, 25, 50, 75, 95, 100)},
         "rec_buckets": {
@@ -73,10 +76,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--artifacts", type=Path, default=Path("artifacts/ocr"))
     parser.add_argument("--images", type=int, default=48)
+    parser.add_argument("--rendered", type=int, help="pages of each kind rendered by chromium instead of generated images")
     parser.add_argument("--seed", type=int, default=500)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    report = measure(args.artifacts, args.images, args.seed)
+    if args.rendered:
+        images = [page.data for page in corpus(args.rendered, args.seed)]
+    else:
+        images = mixed_images(args.images, args.seed, document_widths=(640, 800, 960, 1200, 1600))
+    report = measure(args.artifacts, images)
     emit(report, args.out)
     return 0
 

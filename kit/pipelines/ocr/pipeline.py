@@ -12,7 +12,7 @@ from typing import Protocol
 
 import numpy as np
 
-from kit.pipelines.ocr.detect import detect, prepare, rescaled_size, resized, to_original
+from kit.pipelines.ocr.detect import Page, detect, prepare, rescaled_size, resized, to_original
 from kit.pipelines.ocr.recognize import apply_angles, cls_batch, crop_text, ctc_decode, grow_box, rec_groups
 from kit.pipelines.ocr.settings import OcrSettings
 
@@ -44,8 +44,8 @@ class OcrPipeline:
         self.characters = characters
         self.settings = settings
 
-    async def read(self, image: np.ndarray, engines: Engines) -> OcrResult:
-        """Lines in reading order with score >= text_score, for a BGR uint8 picture."""
+    async def find_text(self, image: np.ndarray, engines: Engines) -> tuple[Page, list[np.ndarray], list[np.ndarray]]:
+        """The page, its text boxes in reading order (page pixels) and the crops cut for the recogniser."""
         s = self.settings
         page = prepare(image, s)
         boxes = detect(page, await engines.detect(page.tensor), s.db)
@@ -53,9 +53,14 @@ class OcrPipeline:
         if size is not None:
             page = resized(page, size, s)
             boxes = detect(page, await engines.detect(page.tensor), s.db)
+        return page, boxes, [crop_text(page.image, grow_box(box, s.crop_pad, page.image.shape)) for box in boxes]
+
+    async def read(self, image: np.ndarray, engines: Engines) -> OcrResult:
+        """Lines in reading order with score >= text_score, for a BGR uint8 picture."""
+        s = self.settings
+        page, boxes, crops = await self.find_text(image, engines)
         if not boxes:
             return OcrResult.empty()
-        crops = [crop_text(page.image, grow_box(box, s.crop_pad, page.image.shape)) for box in boxes]
         if s.use_cls:
             parts = [crops[i : i + s.max_batch] for i in range(0, len(crops), s.max_batch)]
             probs = await asyncio.gather(*(engines.classify(cls_batch(part)) for part in parts))
