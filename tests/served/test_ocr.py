@@ -1,4 +1,5 @@
-"""Served `ocr` against RapidOCR's own pipeline, against the known text of generated pages, and under load."""
+"""Served `ocr` against RapidOCR's own pipeline (in its RapidOCR-exact sizing mode, on a server of the
+test's own), against the known text of generated pages (with the committed sizing), and under load."""
 
 from __future__ import annotations
 
@@ -7,8 +8,12 @@ import pytest
 from rapidocr_onnxruntime import RapidOCR
 
 from clients.ocr import OcrClient
+from kit.control.configs import set_parameter
 from samples.images import document, health_code
 from tests.ocr_cases import character_accuracy, documents, health_codes, squash
+from tests.served.reliability import own_server
+
+OCR_MODELS = ("ocr", "ocr_det", "ocr_cls", "ocr_rec")
 
 # RapidOCR pads each recogniser batch of 6 crops to its widest; here each crop goes to a width
 # bucket. Padding shifts the recogniser's output a little, and RapidOCR disagrees with itself as
@@ -34,9 +39,8 @@ def images(pages):
     return [p.data for p in pages] + [s.data for s in health_codes(per_color=1)]
 
 
-@pytest.fixture(scope="module")
-def served(server, images):
-    client = OcrClient(server.options.grpc_url, "grpc", concurrency=4)
+def read_all(url: str, images: list[bytes]) -> list:
+    client = OcrClient(url, "grpc", concurrency=4)
     results = client.read_many(images)
     client.close()
     for result in results:
@@ -44,7 +48,26 @@ def served(server, images):
     return results
 
 
-def test_served_lines_match_rapidocr_on_every_generated_image(images, served):
+@pytest.fixture(scope="module")
+def served(server, images):
+    return read_all(server.options.grpc_url, images)
+
+
+@pytest.fixture(scope="module")
+def served_rapidocr_mode(tmp_path_factory, images):
+    """The same repository with `ocr` in RapidOCR's mode: its detector sizing, crops cut as detected."""
+
+    def rapidocr_mode(config):
+        set_parameter(config, "det_sizing", "rapidocr")
+        set_parameter(config, "crop_pad", 0)
+
+    exact = {"ocr": rapidocr_mode}
+    with own_server(tmp_path_factory.mktemp("ocr-rapidocr"), patches=exact, models=OCR_MODELS) as server:
+        yield read_all(server.options.grpc_url, images)
+
+
+def test_served_lines_match_rapidocr_on_every_generated_image(images, served_rapidocr_mode):
+    served = served_rapidocr_mode
     reference, unbatched = RapidOCR(), RapidOCR(rec_batch_num=1)
     exact, diffs = 0, []
     for data, lines in zip(images, served):
