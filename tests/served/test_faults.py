@@ -1,6 +1,7 @@
 """Fault injection under load, on a supervised server of its own: kill a Python stub, kill the
 server, crash it with a request. For each: how fast readiness flips, how long recovery takes,
-which requests fail and how, and that no request ever gets a wrong answer."""
+which requests fail and how, and that no request ever gets a wrong answer. While the server is killed,
+the same client also goes through the front door (503 with Retry-After meanwhile) and loses nothing."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from kit.control import healthcheck
 from kit.control.runtime import Supervisor
 from samples.texts import sample_texts
 from tests.served.reliability import own_server, save_result
+from tests.served.test_door_routes import running_door
 
 # Enough retries to ride out a restart: several seconds on 2 cores, 23 s seen while another job
 # shared them; full jitter makes this about 35 s of retrying on average.
@@ -43,7 +45,7 @@ class Load:
     """Clients that classify texts in a loop (plain and retrying, gRPC and HTTP) while a readiness
     probe samples /v2/health/ready every 50 ms. Every answer is checked against direct inference."""
 
-    def __init__(self, server, reference):
+    def __init__(self, server, reference, door_url: str | None = None):
         self.server = server
         self.reference = reference
         self.texts = sample_texts(12, 200, 900, seed=41)
@@ -61,6 +63,9 @@ class Load:
                 self.threads += [
                     threading.Thread(target=self.work, args=(self.clients[-1], f"{kind} {protocol}")) for _ in range(2)
                 ]
+        if door_url:  # the same client through the front door, which answers 503 + Retry-After meanwhile
+            self.clients.append(RadarClient(door_url, "door", retry=PATIENT))
+            self.threads += [threading.Thread(target=self.work, args=(self.clients[-1], "retrying door")) for _ in range(2)]
 
     def __enter__(self):
         for thread in self.threads:
@@ -170,9 +175,10 @@ def test_killed_stub_is_detected_and_the_server_restarted_without_wrong_answers(
     )
 
 
-def test_killed_server_is_restarted_and_retrying_clients_lose_nothing(supervised, reference):
+def test_killed_server_is_restarted_and_retrying_clients_lose_nothing(supervised, reference, tmp_path):
     server, events = supervised
-    with Load(server, reference) as load:
+    door = running_door(server.options.grpc_url, tmp_path / "door.log")
+    with door as running, Load(server, reference, running.url) as load:
         time.sleep(2.0)
         old_stubs = server.stubs
         killed = time.monotonic()
@@ -180,6 +186,7 @@ def test_killed_server_is_restarted_and_retrying_clients_lose_nothing(supervised
         flip, recovery = load.wait_ready_again(killed)
         time.sleep(2.0)
     assert_faults_handled(load)
+    assert load.outcomes["retrying door right"] > 0, load.summary()
     assert any("exited with code -9" in line for _, line in events), events
     assert flip < 1.0 and recovery < 60.0
     assert not any(stub.alive() for stub in old_stubs), "stubs of the killed server outlived it"
