@@ -32,3 +32,15 @@ def squash(text: str) -> str:
 def character_accuracy(predicted: list[list[str]], truth: list[list[str]]) -> float:
     """Spaces ignored: on these PIL-drawn pages spacing is an artefact of the drawing."""
     return scoring.character_accuracy(predicted, truth, spaces=False)
+
+
+def read_all(client_class, url: str, images: list[bytes]) -> list:
+    """Every image's answer from a served OCR client (4 in flight over gRPC); none may be refused."""
+    client = client_class(url, "grpc", concurrency=4)
+    try:
+        answers = client.read_many(images)
+    finally:
+        client.close()
+    for answer in answers:
+        assert not isinstance(answer, Exception), answer
+    return answers

@@ -6,7 +6,7 @@ import pytest
 
 from clients.health_code import HealthCodeClient
 from clients.ocr import OcrClient
-from tests.ocr_cases import health_codes
+from tests.ocr_cases import health_codes, read_all
 
 
 @pytest.fixture(scope="module")
@@ -16,12 +16,7 @@ def shots():
 
 @pytest.fixture(scope="module")
 def results(server, shots):
-    client = HealthCodeClient(server.options.grpc_url, "grpc", concurrency=4)
-    answers = client.read_many([shot.data for shot in shots])
-    client.close()
-    for answer in answers:
-        assert not isinstance(answer, Exception), answer
-    return answers
+    return read_all(HealthCodeClient, server.options.grpc_url, [shot.data for shot in shots])
 
 
 def test_colour_is_right_on_every_screenshot_of_each_colour(shots, results):

@@ -10,7 +10,7 @@ from rapidocr_onnxruntime import RapidOCR
 from clients.ocr import OcrClient
 from kit.control.configs import set_parameter
 from samples.images import document, health_code
-from tests.ocr_cases import character_accuracy, documents, health_codes, squash
+from tests.ocr_cases import character_accuracy, documents, health_codes, read_all, squash
 from tests.served.reliability import own_server
 
 OCR_MODELS = ("ocr", "ocr_det", "ocr_cls", "ocr_rec")
@@ -39,18 +39,9 @@ def images(pages):
     return [p.data for p in pages] + [s.data for s in health_codes(per_color=1)]
 
 
-def read_all(url: str, images: list[bytes]) -> list:
-    client = OcrClient(url, "grpc", concurrency=4)
-    results = client.read_many(images)
-    client.close()
-    for result in results:
-        assert not isinstance(result, Exception), result
-    return results
-
-
 @pytest.fixture(scope="module")
 def served(server, images):
-    return read_all(server.options.grpc_url, images)
+    return read_all(OcrClient, server.options.grpc_url, images)
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +54,7 @@ def served_rapidocr_mode(tmp_path_factory, images):
 
     exact = {"ocr": rapidocr_mode}
     with own_server(tmp_path_factory.mktemp("ocr-rapidocr"), patches=exact, models=OCR_MODELS) as server:
-        yield read_all(server.options.grpc_url, images)
+        yield read_all(OcrClient, server.options.grpc_url, images)
 
 
 def test_served_lines_match_rapidocr_on_every_generated_image(images, served_rapidocr_mode):
