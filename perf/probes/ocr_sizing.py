@@ -38,6 +38,7 @@ POLICIES = {
     "rapidocr, crop_pad 0.3": {"det_sizing": "rapidocr", **PAD},
     "max_side 960, crop_pad 0.3": {"det_sizing": "max_side", "det_max_side": 960, **PAD},
     "max_side 1280, crop_pad 0.3": {"det_sizing": "max_side", "det_max_side": 1280, **PAD},
+    "max_side 1600, crop_pad 0.3": {"det_sizing": "max_side", "det_max_side": 1600, **PAD},
     "text_height 24, crop_pad 0.3": {"det_sizing": "text_height", "det_max_side": 960, "det_text_height": 24, **PAD},
     "text_height 32, crop_pad 0.3": {"det_sizing": "text_height", "det_max_side": 960, "det_text_height": 32, **PAD},
     "text_height 40, crop_pad 0.3": {"det_sizing": "text_height", "det_max_side": 960, "det_text_height": 40, **PAD},
