@@ -191,6 +191,16 @@ class Stub:
             return False
 
 
+def answers_ok(url: str, timeout: float = 2) -> bool:
+    """Whether a GET of `url` answers 200: health and readiness probes of the server, the door and
+    the baselines."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status == 200
+    except (OSError, http.client.HTTPException):  # refused, reset, timed out, or cut off mid-answer
+        return False
+
+
 class TritonServer:
     """A `tritonserver` child process; a context manager that waits for readiness and stops cleanly."""
 
@@ -221,11 +231,7 @@ class TritonServer:
         return self
 
     def is_ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://{self.options.http_url}/v2/health/ready", timeout=2) as response:
-                return response.status == 200
-        except (OSError, http.client.HTTPException):  # refused, reset, timed out, or cut off mid-answer
-            return False
+        return answers_ok(f"http://{self.options.http_url}/v2/health/ready")
 
     def dead_stubs(self) -> list[str]:
         """Instances whose stub process died. Triton >= 24.06 does not restart them and keeps

@@ -28,14 +28,21 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
 from kit.control.configs import ARTIFACTS, REPO_ROOT, RepositoryError
 from kit.control.repository import build
-from kit.control.runtime import ADMIN_HEADER, ServerError, ServerOptions, Supervisor, TritonServer, is_loopback
+from kit.control.runtime import (
+    ADMIN_HEADER,
+    ServerError,
+    ServerOptions,
+    Supervisor,
+    TritonServer,
+    answers_ok,
+    is_loopback,
+)
 
 ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
 DOOR_KEY_ENVS = ("DOOR_API_KEYS", "DOOR_API_KEYS_FILE")  # read by the door itself (door.settings)
@@ -109,11 +116,7 @@ class Door:
             time.sleep(0.2)
 
     def answers(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.url}/health/live", timeout=2) as response:
-                return response.status == 200
-        except OSError:
-            return False
+        return answers_ok(f"{self.url}/health/live")
 
     def watch(self, stop: threading.Event) -> None:
         """Wait for the door to exit, then stop the supervisor: serve does not run without its door."""

@@ -24,7 +24,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 from kit.control.configs import REPO_ROOT, SOURCE
 from kit.control.profiles import load_profile
 from kit.control.repository import build, resolved
-from kit.control.runtime import ServerOptions, TritonServer, free_port
+from kit.control.runtime import ServerOptions, TritonServer, answers_ok, free_port
 from perf.engine.inputs import InputSet
 from perf.engine.workload import Baseline, Workload
 
@@ -237,11 +237,7 @@ class HttpTarget:
         raise RuntimeError(f"{self.family} was not ready within {timeout:.0f} s; see {self.log_path}")
 
     def healthy(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as response:
-                return response.status == 200
-        except OSError:
-            return False
+        return answers_ok(f"http://127.0.0.1:{self.port}/health")
 
     @property
     def pid(self) -> int:

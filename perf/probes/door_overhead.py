@@ -35,7 +35,6 @@ import platform
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -46,7 +45,7 @@ import psutil
 import tritonclient.grpc.aio as aioclient
 
 from kit.control.configs import REPO_ROOT
-from kit.control.runtime import free_port
+from kit.control.runtime import answers_ok, free_port
 from perf.engine.load import Window, latency_row, run_window, tensor
 from perf.engine.procstats import cpu_seconds
 from perf.engine.targets import KitTarget, difference
@@ -77,7 +76,7 @@ def door_in_front(grpc_url: str, log: Path, timeout: float = 120.0) -> Iterator[
         )
     try:
         deadline = time.monotonic() + timeout
-        while not ready(url):
+        while not answers_ok(f"{url}/health/ready"):
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the door did not get ready; see {log}")
             time.sleep(0.2)
@@ -85,14 +84,6 @@ def door_in_front(grpc_url: str, log: Path, timeout: float = 120.0) -> Iterator[
     finally:
         process.terminate()
         process.wait(30)
-
-
-def ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/health/ready", timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 @contextlib.asynccontextmanager
