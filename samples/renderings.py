@@ -11,11 +11,12 @@ an element of class `l`; the known text is what the browser says those elements 
 from __future__ import annotations
 
 import base64
+import contextlib
 import html
 import io
 import random
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -25,7 +26,16 @@ from samples.images import PHRASES, STATUS, masked_name, qr_image
 from samples.texts import MULTILINGUAL, english_prose
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--font-render-hinting=none"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--font-render-hinting=none",
+]
 LATIN = "'DejaVu Sans'"
 CJK = "'WenQuanYi Micro Hei'"
 # Health-code colours as apps draw them on a phone (RGB), one shade each: the reader must get all.
@@ -208,27 +218,34 @@ def layouts(count_per_kind: int, seed: int = 0) -> list[Layout]:
     return pages
 
 
-def render(pages: Sequence[Layout]) -> list[Rendering]:
-    """Full-page screenshots of `pages` in one headless chromium, with the text each shows."""
+@contextlib.contextmanager
+def headless_chromium() -> Iterator:
+    """Debian's chromium, launched headless by playwright (which downloads no browser of its own)."""
     from playwright.sync_api import sync_playwright
 
     if not CHROMIUM.is_file():
         raise BrowserMissing(f"{CHROMIUM} is missing: run `make system-deps` (installs Debian's chromium)")
-    out = []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
-            for layout in pages:
-                context = browser.new_context(viewport={"width": layout.width, "height": 200}, device_scale_factor=layout.scale)
-                page = context.new_page()
-                page.set_content(f"<!doctype html><meta charset=utf-8><style>{layout.style}</style><body>{layout.body}</body>")
-                page.evaluate("document.fonts.ready")
-                shown = page.eval_on_selector_all(".l", "nodes => nodes.map((n) => n.innerText)")
-                png = page.screenshot(full_page=True)
-                context.close()
-                out.append(finish(layout, png, [" ".join(text.split()) for text in shown]))
+            yield browser
         finally:
             browser.close()
+
+
+def render(pages: Sequence[Layout]) -> list[Rendering]:
+    """Full-page screenshots of `pages` in one headless chromium, with the text each shows."""
+    out = []
+    with headless_chromium() as browser:
+        for layout in pages:
+            context = browser.new_context(viewport={"width": layout.width, "height": 200}, device_scale_factor=layout.scale)
+            page = context.new_page()
+            page.set_content(f"<!doctype html><meta charset=utf-8><style>{layout.style}</style><body>{layout.body}</body>")
+            page.evaluate("document.fonts.ready")
+            shown = page.eval_on_selector_all(".l", "nodes => nodes.map((n) => n.innerText)")
+            png = page.screenshot(full_page=True)
+            context.close()
+            out.append(finish(layout, png, [" ".join(text.split()) for text in shown]))
     return out
 
 

@@ -10,23 +10,13 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
-from playwright.sync_api import sync_playwright
 
 from clients.door import DoorClient
 from samples.images import health_code
+from samples.renderings import headless_chromium
 from samples.texts import sample_texts
 from tests.served.test_door_routes import running_door
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 DROP = """async (data) => {
   const bytes = Uint8Array.from(atob(data), (c) => c.charCodeAt(0));
   const transfer = new DataTransfer();
@@ -37,16 +27,12 @@ DROP = """async (data) => {
 
 @pytest.fixture(scope="module")
 def page(server, tmp_path_factory):
-    if not CHROMIUM.is_file():
-        pytest.fail(f"{CHROMIUM} is missing: run `make system-deps` (make test does)")
     root = tmp_path_factory.mktemp("door-page")
-    with running_door(server.options.grpc_url, root / "door.log") as door, sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+    with running_door(server.options.grpc_url, root / "door.log") as door, headless_chromium() as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(door.url)
         page.door = door
         yield page
-        browser.close()
 
 
 def assert_not_flat(path: Path, colours: int = 50) -> None:
