@@ -44,8 +44,8 @@ def find_qr(image: np.ndarray) -> QrCode | None:
     device pixel ratio 3 (2 of 18 rendered screens, perf/probes/ocr_sizing.py)."""
     ink = np.ascontiguousarray(image.min(axis=2))
     found = None
-    for detector in (cv2.QRCodeDetector(), cv2.QRCodeDetectorAruco()):
-        payload, points, _ = detector.detectAndDecode(ink)
+    for detector in (cv2.QRCodeDetector, cv2.QRCodeDetectorAruco):  # the second is made only when needed
+        payload, points, _ = detector().detectAndDecode(ink)
         if points is not None and len(points) > 0:
             found = QrCode(payload or None, points.reshape(-1, 2)[:4].astype(np.float32))
             if payload:
