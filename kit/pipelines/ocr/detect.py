@@ -118,7 +118,7 @@ def first_size(h: int, w: int, settings: OcrSettings) -> tuple[int, int]:
 
 
 def text_heights(boxes: Sequence[np.ndarray]) -> np.ndarray:
-    """Each box's height (its shorter pair of sides, mean), in the pixels of its page."""
+    """Each box's height (the mean of its left and right sides), in the pixels of its page."""
     corners = np.array(boxes, dtype=np.float32)
     return (np.linalg.norm(corners[:, 0] - corners[:, 3], axis=1) + np.linalg.norm(corners[:, 1] - corners[:, 2], axis=1)) / 2
 

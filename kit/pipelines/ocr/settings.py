@@ -31,7 +31,7 @@ class OcrSettings:
 
     det_sizing: str = "rapidocr"
     det_max_side: int = 960
-    det_text_height: int = 24
+    det_text_height: int = 32  # the height chosen on rendered pages (perf/results/ocr/sizing.json)
     det_rescale_margin: float = 0.25
     crop_pad: float = 0.0
     det_buckets: tuple[int, ...] = ()
