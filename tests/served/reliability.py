@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -81,3 +82,13 @@ def save_result(name: str, result: dict) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"\n{name}: {json.dumps(result)}")
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, every: float = 0.02) -> bool:
+    """Whether `condition()` holds within `timeout` seconds, asked every `every` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(every)
+    return True

@@ -32,6 +32,7 @@ from kit.control.runtime import free_port
 from samples.images import document, health_code
 from samples.texts import sample_texts
 from tests.conftest import REPO_ROOT
+from tests.served.reliability import wait_for
 
 PROBLEM = "application/problem+json"
 
@@ -80,12 +81,7 @@ def answers(url: str) -> bool:
 def logged(door: Door, needle: str, timeout: float = 10) -> bool:
     """Whether `needle` reaches the door's log within `timeout`: the access line is written after the
     response has gone out, so a client can read its answer before the line is there."""
-    deadline = time.monotonic() + timeout
-    while needle not in door.log.read_text():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
+    return wait_for(lambda: needle in door.log.read_text(), timeout, every=0.05)
 
 
 def call(door: Door, method: str, path: str, **kwargs) -> urllib3.BaseHTTPResponse:

@@ -20,7 +20,7 @@ from clients.triton import NO_RETRY, RetryPolicy
 from kit.control import healthcheck
 from kit.control.runtime import Supervisor
 from samples.texts import sample_texts
-from tests.served.reliability import own_server, save_result
+from tests.served.reliability import own_server, save_result, wait_for
 from tests.served.test_door_routes import running_door
 
 # Enough retries to ride out a restart: several seconds on 2 cores, 23 s seen while another job
@@ -123,15 +123,6 @@ class Load:
 # What a client may see while a fault is handled: overload/unavailable statuses, the dead stub's own
 # error, or a refused/reset connection while the server restarts. Never a wrong answer.
 CLEAR_ERRORS = ("StatusCode.UNAVAILABLE", "503", "not healthy", "Connection", "Socket closed", "failed to connect")
-
-
-def wait_for(condition, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def detected_after(events, since: float) -> float:
