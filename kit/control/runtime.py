@@ -66,10 +66,20 @@ def install_python_stub(dist: Path) -> Path:
     return target
 
 
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` distinct free ports: the sockets stay bound until all are chosen, because the kernel
+    may hand a just-closed port out again (a server once got the same port for HTTP and metrics)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [
+            stack.enter_context(contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM))) for _ in range(count)
+        ]
+        for sock in sockets:
+            sock.bind((host, 0))
+        return [sock.getsockname()[1] for sock in sockets]
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+    return free_ports(1, host)[0]
 
 
 # Endpoints that change or reveal server state rather than serve inference: with an admin key set,
@@ -108,7 +118,8 @@ class ServerOptions:
 
     @classmethod
     def on_free_ports(cls, repository: Path, **kwargs) -> ServerOptions:
-        return cls(repository, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(), **kwargs)
+        http_port, grpc_port, metrics_port = free_ports(3)
+        return cls(repository, http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port, **kwargs)
 
     @property
     def http_url(self) -> str:

@@ -6,12 +6,12 @@ import sys
 import time
 
 from clients.radar import RadarClient
-from kit.control.runtime import free_port
+from kit.control.runtime import free_ports
 from tests.conftest import REPO_ROOT
 
 
 def test_serve_answers_both_protocols_and_stops_cleanly_on_ctrl_c(tmp_path, radar_artifacts):
-    http_port, grpc_port, metrics_port, door_port = free_port(), free_port(), free_port(), free_port()
+    http_port, grpc_port, metrics_port, door_port = free_ports(4)
     process = subprocess.Popen(
         [
             sys.executable,
