@@ -16,7 +16,14 @@ ARTIFACTS := artifacts
 # stand-in generated offline (see README: it has random weights and only exercises the pipeline).
 TINY_RADAR := $(ARTIFACTS)/checkpoints/radar-tiny
 RADAR_MODEL ?= $(TINY_RADAR)
+# The graph the CPU serves (export.radar --precision): fused (default, exact within --atol), int8
+# (dynamic quantization, gated on AI probabilities against FP32 PyTorch; RADAR_INT8_GATE sets the
+# thresholds, e.g. "--int8-max-diff 0.02") or fp32 (the graph as torch exported it).
+RADAR_PRECISION ?= fused
+RADAR_INT8_GATE ?=
 RADAR_ONNX := $(ARTIFACTS)/radar/export.json
+# The tiny stand-in at INT8, which the served tests run end to end beside the default export.
+RADAR_INT8_ONNX := $(ARTIFACTS)/radar-int8/export.json
 OCR_ONNX := $(ARTIFACTS)/ocr/export.json
 # A hub id (e.g. microsoft/resnet-50) or a checkpoint directory; empty: ResNet-50's architecture with random weights.
 RESNET_MODEL ?=
@@ -53,16 +60,22 @@ standins: $(VENV)/export/.installed ## generate the tiny and RoBERTa-large-shape
 	$(EXPORT_PY) -m export.standins --size tiny --out $(ARTIFACTS)/checkpoints/radar-tiny
 	$(EXPORT_PY) -m export.standins --size large --out $(ARTIFACTS)/checkpoints/radar-large
 
-# Re-export when the source model changes, not only when the export code does.
-ifneq ($(shell cat $(ARTIFACTS)/radar/.source 2>/dev/null),$(RADAR_MODEL))
+# Re-export when the source model or the precision changes, not only when the export code does.
+RADAR_EXPORT_ARGS = --model $(RADAR_MODEL) --precision $(RADAR_PRECISION) $(RADAR_INT8_GATE)
+ifneq ($(shell cat $(ARTIFACTS)/radar/.source 2>/dev/null),$(strip $(RADAR_EXPORT_ARGS)))
 .PHONY: $(RADAR_ONNX)
 endif
 ifeq ($(RADAR_MODEL),$(TINY_RADAR))
 $(RADAR_ONNX): $(TINY_RADAR)/config.json
 endif
-$(RADAR_ONNX): export/radar.py export/onnx_validate.py kit/runners/torch_models.py kit/pipelines/text/radar.py samples/texts.py | $(VENV)/export/.installed
-	$(EXPORT_PY) -m export.radar --model $(RADAR_MODEL) --out $(ARTIFACTS)/radar
-	echo "$(RADAR_MODEL)" > $(ARTIFACTS)/radar/.source
+RADAR_EXPORT_CODE := export/radar.py export/cpu_graphs.py export/accuracy_gate.py export/onnx_validate.py \
+	kit/runners/torch_models.py kit/pipelines/text/radar.py samples/texts.py
+$(RADAR_ONNX): $(RADAR_EXPORT_CODE) | $(VENV)/export/.installed
+	$(EXPORT_PY) -m export.radar $(RADAR_EXPORT_ARGS) --out $(ARTIFACTS)/radar
+	echo "$(strip $(RADAR_EXPORT_ARGS))" > $(ARTIFACTS)/radar/.source
+
+$(RADAR_INT8_ONNX): $(TINY_RADAR)/config.json $(RADAR_EXPORT_CODE) | $(VENV)/export/.installed
+	$(EXPORT_PY) -m export.radar --model $(TINY_RADAR) --precision int8 --no-checkpoint --out $(ARTIFACTS)/radar-int8
 
 $(TINY_RADAR)/config.json: export/standins.py | $(VENV)/export/.installed
 	$(EXPORT_PY) -m export.standins --size tiny --out $(TINY_RADAR)

@@ -10,12 +10,26 @@ token count of every chunk of a fixed sample of texts (chunked at --max-chars as
 which the repository builder chooses the length buckets. Weights go to
 model.onnx.data only when they near protobuf's 2 GiB limit (a RoBERTa-large fits in one file).
 
+For the CPU it writes faster graphs beside model.onnx (export.cpu_graphs), each with a gate, and
+links the one --precision chooses as model.cpu.onnx, which the CPU profile serves:
+- fused (the default): model.fused.onnx, attention, layer norm and GELU fused; numerically the
+  same graph, so it must pass the same --atol check against PyTorch as model.onnx.
+- int8: also model.int8.onnx, the fused graph dynamically quantized. It cannot pass --atol, so its
+  gate (export.accuracy_gate) compares AI probabilities with FP32 PyTorch on texts in several
+  languages, against thresholds the options set; the export fails above them.
+- fp32: model.onnx itself.
+model.onnx stays the FP32 graph as exported: TensorRT and the GPU profile build from it.
+
+export.json also holds the served-numerics canary: a few one-chunk texts in several languages with
+the source model's AI probability for each and the tolerance the served path must meet
+(kit.control.canary runs them through the served model).
+
 It also saves the model and tokenizer it exported into checkpoint/, for the PyTorch runner
 (kit.runners.torch, the gpu-embedded profile), so that runner serves exactly the exported weights.
 That is a second copy of the weights: small for the tiny stand-in, about 1.4 GB for a
 RoBERTa-large; --no-checkpoint skips it where only ONNX is served.
 
-    python -m export.radar --model TrustSafeAI/RADAR-Vicuna-7B --out artifacts/radar
+    python -m export.radar --model TrustSafeAI/RADAR-Vicuna-7B --out artifacts/radar [--precision int8]
 """
 
 from __future__ import annotations
@@ -30,11 +44,14 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime
+import onnxscript
 import torch
 import transformers
 from tokenizers import Tokenizer
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from export.accuracy_gate import Thresholds, agreement, require
+from export.cpu_graphs import fuse, quantize_int8, remove_graph
 from export.onnx_validate import (
     Batch,
     TensorSpec,
@@ -45,9 +62,10 @@ from export.onnx_validate import (
     require_close,
     sha256,
 )
+from kit.pipelines.text.aggregate import ai_probability
 from kit.pipelines.text.radar import DEFAULT_MAX_CHARS, chunk_token_lengths
 from kit.runners.torch_models import LogitsOnly, usable_positions
-from samples.texts import sample_texts
+from samples.texts import MULTILINGUAL, sample_texts
 
 # Opset 18 is the dynamo exporter's floor and runs on the onnxruntime of current Triton releases.
 DEFAULT_OPSET = 18
@@ -59,6 +77,15 @@ OUTPUT_NAME = "logits"
 EXTERNAL_DATA_THRESHOLD = 2**31 - 2**27
 # The texts buckets are chosen for: the field report's lengths with a multilingual tail.
 BUCKET_SAMPLE = {"count": 400, "min_chars": 100, "max_chars": 800, "seed": 1, "multilingual": 0.05}
+# The INT8 gate's texts: one chunk each, a third of them Chinese, Korean and emoji-heavy.
+GATE_SAMPLE = {"count": 48, "min_chars": 40, "max_chars": DEFAULT_MAX_CHARS, "seed": 3, "multilingual": 0.3}
+GATE_BATCH = 8
+GRAPHS = {"fp32": "model.onnx", "fused": "model.fused.onnx", "int8": "model.int8.onnx"}
+CPU_GRAPH = "model.cpu.onnx"
+DEFAULT_PRECISION = "fused"
+# The canary's tolerance on a probability for graphs that passed --atol: far above what padding to a
+# length bucket moves (about 1e-6), far below what a wrong graph or precision moves.
+CANARY_TOLERANCE = 1e-3
 UNSET_MAX_LENGTH = 1_000_000  # tokenizers without a stated limit report int(1e30)
 SAMPLE_TEXTS = [
     "The committee will meet on Thursday to review the budget.",
@@ -124,6 +151,33 @@ def sample_batches(tokenizer, limit: int) -> list[Batch]:
     return batches
 
 
+def padded_batches(tokenizer, texts: list[str], limit: int, size: int) -> list[Batch]:
+    batches = []
+    for start in range(0, len(texts), size):
+        encoded = tokenizer(texts[start : start + size], padding=True, truncation=True, max_length=limit, return_tensors="np")
+        batches.append({name: encoded[name].astype(np.int64) for name in INPUT_NAMES})
+    return batches
+
+
+def gate_texts(max_chars: int) -> list[str]:
+    return [text[:max_chars] for text in sample_texts(**GATE_SAMPLE)]
+
+
+def canary_texts(max_chars: int) -> list[str]:
+    """Short texts in English, mixed scripts, Chinese, Korean and emoji: each one chunk as served."""
+    texts = [SAMPLE_TEXTS[0], SAMPLE_TEXTS[1], SAMPLE_TEXTS[3], SAMPLE_TEXTS[6], *MULTILINGUAL]
+    return [text for text in texts if len(text) <= max_chars]
+
+
+def torch_probabilities(model: PreTrainedModel, batches: list[Batch], ai_label_index: int) -> np.ndarray:
+    return np.concatenate([ai_probability(torch_logits(model, batch), ai_label_index) for batch in batches])
+
+
+def onnx_probabilities(path: Path, batches: list[Batch], ai_label_index: int) -> np.ndarray:
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return np.concatenate([ai_probability(session.run([OUTPUT_NAME], batch)[0], ai_label_index) for batch in batches])
+
+
 def needs_external_data(model: torch.nn.Module) -> bool:
     size = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
     return size >= EXTERNAL_DATA_THRESHOLD
@@ -172,6 +226,73 @@ def validate(model: PreTrainedModel, path: Path, batches: list[Batch], atol: flo
     return require_close(diffs, atol)
 
 
+def link_cpu_graph(out: Path, graph: str) -> None:
+    """model.cpu.onnx as a hard link: no second copy of the weights. A weights file beside the graph
+    keeps its own name, which the graph refers to."""
+    target = out / CPU_GRAPH
+    target.unlink(missing_ok=True)
+    target.hardlink_to(out / graph)
+
+
+def cpu_graphs(
+    model: PreTrainedModel,
+    tokenizer,
+    out: Path,
+    precision: str,
+    batches: list[Batch],
+    atol: float,
+    limits: Thresholds,
+    limit: int,
+    ai_label_index: int,
+    external: bool,
+) -> dict:
+    """The fused and INT8 graphs `precision` asks for, each through its gate; returns what export.json records."""
+    graphs: dict[str, dict] = {}
+    if precision == "fp32":
+        return graphs
+    fused = out / GRAPHS["fused"]
+    step(f"fusing attention, layer norm and GELU into {fused}")
+    fusions = fuse(out / GRAPHS["fp32"], fused, external)
+    if "attention" not in fusions:
+        step("  warning: no attention fusion matched this graph; the fused graph will gain little")
+    step(f"validating the fused graph against PyTorch (atol {atol:g})")
+    try:
+        diff = validate(model, fused, batches, atol)
+    except ValidationError as exc:
+        raise ValidationError(f"the fused graph: {exc}; --precision fp32 serves the unfused graph") from None
+    graphs["fused"] = {"file": fused.name, "fusions": fusions, "max_abs_diff": diff}
+    if precision == "int8":
+        quantized = out / GRAPHS["int8"]
+        step(f"quantizing the fused graph to INT8 into {quantized}")
+        ops = quantize_int8(fused, quantized, external)
+        texts = gate_texts(DEFAULT_MAX_CHARS)
+        step(f"gating INT8 against FP32 PyTorch on {len(texts)} texts (AI probabilities)")
+        sample = padded_batches(tokenizer, texts, limit, GATE_BATCH)
+        result = agreement(
+            torch_probabilities(model, sample, ai_label_index), onnx_probabilities(quantized, sample, ai_label_index)
+        )
+        step(
+            f"  max abs diff {result.max_abs_diff:.4g}, mean {result.mean_abs_diff:.4g}, "
+            f"decisions agree on {result.agreement:.2%}"
+        )
+        require(result, limits, "the INT8 graph")
+        sample_spec = {"texts": "export.radar.gate_texts", **GATE_SAMPLE}
+        graphs["int8"] = {"file": quantized.name, "quantized_ops": ops, "accuracy": result.record(limits), "sample": sample_spec}
+    return graphs
+
+
+def canary(model: PreTrainedModel, tokenizer, limit: int, max_chars: int, ai_label_index: int, tolerance: float) -> dict:
+    """The served-numerics canary: each text alone (no padding) through the source model."""
+    texts = canary_texts(max_chars)
+    scores = torch_probabilities(model, padded_batches(tokenizer, texts, limit, 1), ai_label_index)
+    return {
+        "texts": texts,
+        "scores": [round(float(score), 7) for score in scores],
+        "tolerance": tolerance,
+        "reference": "PyTorch fp32 (source model)",
+    }
+
+
 def write_tokenizer(tokenizer: PreTrainedTokenizerBase, path: Path) -> None:
     """The backend tokenizer without padding or truncation state, which validation calls leave on it."""
     backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
@@ -197,8 +318,12 @@ def export(
     ai_label_index: int = 0,
     max_chars: int = DEFAULT_MAX_CHARS,
     checkpoint: bool = True,
+    precision: str = DEFAULT_PRECISION,
+    limits: Thresholds = Thresholds(),
 ) -> dict:
-    """Export, validate and describe; export.json is written last, only when validation passed."""
+    """Export, validate and describe; export.json is written last, only when every gate passed."""
+    if precision not in GRAPHS:
+        raise ExportError(f"precision {precision!r} is not one of {', '.join(GRAPHS)}")
     step(f"loading {source}")
     try:
         tokenizer = load_tokenizer(source)
@@ -213,6 +338,8 @@ def export(
     out.mkdir(parents=True, exist_ok=True)
     (out / "export.json").unlink(missing_ok=True)
     shutil.rmtree(out / CHECKPOINT, ignore_errors=True)  # weights of an earlier export must not outlive it
+    for name in (*GRAPHS.values(), CPU_GRAPH):
+        remove_graph(out / name)
     batches = sample_batches(tokenizer, limit)
     path = out / "model.onnx"
     external = needs_external_data(model)
@@ -221,6 +348,12 @@ def export(
     check_signature(path, *expected_signature(num_labels))
     step(f"validating ONNX Runtime against PyTorch (atol {atol:g})")
     max_abs_diff = validate(model, path, batches, atol)
+    graphs = {"fp32": {"file": path.name, "max_abs_diff": max_abs_diff}}
+    graphs |= cpu_graphs(model, tokenizer, out, precision, batches, atol, limits, limit, ai_label_index, external)
+    link_cpu_graph(out, GRAPHS[precision])
+    step(f"serving {GRAPHS[precision]} on CPU (linked as {CPU_GRAPH})")
+    tolerance = limits.max_abs_diff if precision == "int8" else CANARY_TOLERANCE
+    golden = canary(model, tokenizer, limit, max_chars, ai_label_index, tolerance)
     write_tokenizer(tokenizer, out / "tokenizer.json")
     chunks = write_token_lengths(out / "tokenizer.json", limit, max_chars, out / "token_lengths.json")
     step(f"measured the token lengths of {chunks} sample chunks of at most {max_chars} characters")
@@ -243,6 +376,10 @@ def export(
         "atol": atol,
         "max_abs_diff": max_abs_diff,
         "onnx_sha256": sha256(path),
+        "precision": precision,
+        "cpu_graph": GRAPHS[precision],
+        "graphs": graphs,
+        "canary": golden,
         "checkpoint": CHECKPOINT if checkpoint else None,
         "exporter": "torch.onnx.export(dynamo=True)",
         "versions": {
@@ -250,6 +387,7 @@ def export(
             "transformers": transformers.__version__,
             "onnx": onnx.__version__,
             "onnxruntime": onnxruntime.__version__,
+            "onnxscript": onnxscript.__version__,
         },
     }
     (out / "export.json").write_text(json.dumps(meta, indent=2) + "\n")
@@ -270,15 +408,45 @@ def main(argv: list[str] | None = None) -> int:
         action="store_false",
         help="do not save the model and tokenizer into checkpoint/ (the PyTorch runner needs them)",
     )
+    parser.add_argument(
+        "--precision",
+        choices=list(GRAPHS),
+        default=DEFAULT_PRECISION,
+        help="the graph the CPU serves (model.cpu.onnx): fp32 as exported, fused (default) or int8 (gated)",
+    )
+    gate = Thresholds()
+    parser.add_argument(
+        "--int8-max-diff", type=float, default=gate.max_abs_diff, help="INT8 gate: max abs AI-probability difference"
+    )
+    parser.add_argument(
+        "--int8-mean-diff", type=float, default=gate.mean_abs_diff, help="INT8 gate: mean abs AI-probability difference"
+    )
+    parser.add_argument(
+        "--int8-min-agreement",
+        type=float,
+        default=gate.min_agreement,
+        help="INT8 gate: least share of decisions at 0.5 that agree",
+    )
     args = parser.parse_args(argv)
+    limits = Thresholds(args.int8_max_diff, args.int8_mean_diff, args.int8_min_agreement)
     try:
-        meta = export(args.model, args.out, args.atol, args.opset, args.ai_label_index, args.max_chars, args.checkpoint)
+        meta = export(
+            args.model,
+            args.out,
+            args.atol,
+            args.opset,
+            args.ai_label_index,
+            args.max_chars,
+            args.checkpoint,
+            args.precision,
+            limits,
+        )
     except (ExportError, ValidationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(
         f"exported {args.model} to {args.out / 'model.onnx'}: max abs diff {meta['max_abs_diff']:.3g} "
-        f"<= atol {args.atol:g}, max_tokens {meta['max_tokens']}, opset {meta['opset']}"
+        f"<= atol {args.atol:g}, max_tokens {meta['max_tokens']}, opset {meta['opset']}; CPU serves {meta['cpu_graph']}"
     )
     return 0
 

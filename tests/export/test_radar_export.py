@@ -6,6 +6,7 @@ import json
 from types import SimpleNamespace
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 import torch
@@ -13,6 +14,7 @@ from tokenizers import Tokenizer
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from export import radar
+from export.accuracy_gate import Thresholds, agreement
 from export.onnx_validate import TensorSpec, ValidationError, graph_signature, require_close, sha256
 from export.standins import make_standin
 
@@ -41,7 +43,7 @@ def exported(standin, tmp_path_factory):
 
 
 def encode(tokenizer, texts):
-    encoded = tokenizer(texts, padding=True, return_tensors="np")
+    encoded = tokenizer(texts, padding=True, truncation=True, max_length=512, return_tensors="np")
     return {name: encoded[name].astype(np.int64) for name in radar.INPUT_NAMES}
 
 
@@ -116,6 +118,12 @@ def test_weights_over_the_threshold_go_to_an_external_data_file(standin, tmp_pat
     assert meta["external_data"] == "model.onnx.data"
     assert (tmp_path / "model.onnx.data").stat().st_size > (tmp_path / "model.onnx").stat().st_size
     assert meta["max_abs_diff"] <= radar.DEFAULT_ATOL
+    # The served CPU graph is a link whose weights file keeps the fused graph's name.
+    assert (tmp_path / "model.fused.onnx.data").is_file()
+    session = ort.InferenceSession(str(tmp_path / radar.CPU_GRAPH), providers=["CPUExecutionProvider"])
+    assert session.run(["logits"], {"input_ids": np.array([[0, 100, 2]]), "attention_mask": np.ones((1, 3), np.int64)})[
+        0
+    ].shape == (1, 2)
 
 
 def test_ai_label_index_must_name_a_label(standin, tmp_path):
@@ -146,3 +154,95 @@ def test_max_tokens_counts_only_usable_positions(model_type, positions, tokenize
 def test_nan_difference_fails_validation():
     with pytest.raises(ValidationError):
         require_close([0.0, float("nan")], 1e-4)
+
+
+def op_counts(path):
+    model = onnx.load(str(path), load_external_data=False)
+    return {op: sum(node.op_type == op for node in model.graph.node) for op in {node.op_type for node in model.graph.node}}
+
+
+def source_probabilities(standin, texts):
+    model = AutoModelForSequenceClassification.from_pretrained(standin).eval()
+    tokenizer = AutoTokenizer.from_pretrained(standin)
+    with torch.no_grad():
+        logits = [
+            model(**tokenizer(text, truncation=True, max_length=512, return_tensors="pt")).logits[0].numpy() for text in texts
+        ]
+    return np.array([np.exp(row[0]) / np.exp(row).sum() for row in logits])
+
+
+@pytest.fixture(scope="session")
+def exported_int8(standin, tmp_path_factory):
+    out = tmp_path_factory.mktemp("radar-int8")
+    return out, radar.export(str(standin), out, precision="int8")
+
+
+def test_the_cpu_serves_the_fused_graph_by_default_within_atol_of_pytorch(standin, exported):
+    out, meta = exported
+    assert (meta["precision"], meta["cpu_graph"]) == ("fused", "model.fused.onnx")
+    assert (out / radar.CPU_GRAPH).samefile(out / "model.fused.onnx")
+    layers = AutoModelForSequenceClassification.from_pretrained(standin).config.num_hidden_layers
+    assert op_counts(out / "model.fused.onnx").get("Attention") == layers
+    assert "Attention" not in op_counts(out / "model.onnx")  # the portable graph stays unfused
+    model = AutoModelForSequenceClassification.from_pretrained(standin).eval()
+    tokenizer = AutoTokenizer.from_pretrained(standin)
+    session = ort.InferenceSession(str(out / "model.fused.onnx"), providers=["CPUExecutionProvider"])
+    batch = encode(tokenizer, MIXED_TEXTS)
+    with torch.no_grad():
+        want = model(**{k: torch.from_numpy(v) for k, v in batch.items()}).logits.numpy()
+    assert np.abs(session.run(["logits"], batch)[0] - want).max() <= radar.DEFAULT_ATOL
+    assert meta["graphs"]["fused"]["max_abs_diff"] <= radar.DEFAULT_ATOL
+
+
+def test_int8_export_serves_a_quantized_graph_and_records_true_gate_figures(standin, exported_int8):
+    out, meta = exported_int8
+    assert (meta["precision"], meta["cpu_graph"]) == ("int8", "model.int8.onnx")
+    assert (out / radar.CPU_GRAPH).samefile(out / "model.int8.onnx")
+    assert op_counts(out / "model.int8.onnx").get("MatMulInteger", 0) > 0
+    recorded = meta["graphs"]["int8"]["accuracy"]
+    texts = radar.gate_texts(300)
+    assert recorded["texts"] == len(texts) and any(not text.isascii() for text in texts)
+    tokenizer = AutoTokenizer.from_pretrained(standin)
+    session = ort.InferenceSession(str(out / "model.int8.onnx"), providers=["CPUExecutionProvider"])
+    got = []
+    for start in range(0, len(texts), radar.GATE_BATCH):
+        (logits,) = session.run(["logits"], encode(tokenizer, texts[start : start + radar.GATE_BATCH]))
+        got += [np.exp(row[0]) / np.exp(row).sum() for row in logits]
+    measured = agreement(source_probabilities(standin, texts), np.array(got))
+    assert measured.max_abs_diff == pytest.approx(recorded["max_abs_diff"], abs=1e-5)
+    assert measured.mean_abs_diff == pytest.approx(recorded["mean_abs_diff"], abs=1e-5)
+    assert measured.agreement == recorded["agreement"]
+    assert recorded["thresholds"] == {"max_abs_diff": 0.05, "mean_abs_diff": 0.01, "min_agreement": 0.98}
+
+
+def test_int8_export_fails_above_the_users_thresholds_and_writes_no_export_json(standin, tmp_path, capsys):
+    code = radar.main(["--model", str(standin), "--out", str(tmp_path), "--precision", "int8", "--int8-max-diff", "1e-6"])
+    assert code == 1
+    assert "the INT8 graph fails its accuracy gate on 48 texts: max abs probability difference" in capsys.readouterr().err
+    assert not (tmp_path / "export.json").exists()
+
+
+def test_fp32_precision_serves_the_graph_as_exported(standin, tmp_path):
+    meta = radar.export(str(standin), tmp_path, precision="fp32")
+    assert meta["cpu_graph"] == "model.onnx" and (tmp_path / radar.CPU_GRAPH).samefile(tmp_path / "model.onnx")
+    assert not (tmp_path / "model.fused.onnx").exists()
+
+
+@pytest.mark.parametrize("which", ["exported", "exported_int8"])
+def test_canary_holds_the_source_models_scores_for_one_chunk_texts(standin, which, request):
+    out, meta = request.getfixturevalue(which)
+    canary = meta["canary"]
+    assert all(len(text) <= 300 for text in canary["texts"]) and any(not text.isascii() for text in canary["texts"])
+    np.testing.assert_allclose(canary["scores"], source_probabilities(standin, canary["texts"]), atol=1e-6)
+    expected_tolerance = Thresholds().max_abs_diff if meta["precision"] == "int8" else radar.CANARY_TOLERANCE
+    assert canary["tolerance"] == expected_tolerance
+
+
+def test_accuracy_gate_measures_difference_and_decision_agreement():
+    result = agreement(np.array([0.1, 0.6, 0.9, 0.45]), np.array([0.2, 0.4, 0.9, 0.45]))
+    assert (result.texts, result.agreement) == (4, 0.75)
+    assert result.max_abs_diff == pytest.approx(0.2)
+    assert result.mean_abs_diff == pytest.approx(0.075)
+    assert result.failures(Thresholds(0.25, 0.2, 0.7)) == []
+    assert len(result.failures(Thresholds(0.1, 0.05, 0.8))) == 3
+    assert agreement(np.array([0.5]), np.array([np.nan])).failures(Thresholds(1.0, 1.0, 0.0))
