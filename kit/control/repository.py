@@ -72,10 +72,13 @@ def artifact_files(model: str, artifacts: Path, manifest: dict) -> dict[str, Pat
     return files
 
 
-def check_settings(model: str, config: mc.ModelConfig) -> None:
+def check_settings(model: str, config: mc.ModelConfig, files: dict[str, Path]) -> None:
     if config.backend != "python":
         return
     params = parameters(config)
+    served = params.get("onnx_model")
+    if served is not None and served not in files:
+        raise RepositoryError(f"{model} serves {served}, which the export did not write; run `make export`")
     kind = settings_class(model, params)
     if kind is None:
         raise RepositoryError(f"{model}: a Python-backend model without typed settings in kit.adapters.settings")
@@ -95,7 +98,7 @@ def resolved(
     for model, config in configs.items():
         for key, value in derived_parameters(config, configs, files[model]).items():
             set_parameter(config, key, value)
-        check_settings(model, config)
+        check_settings(model, config, files[model])
     return configs, files
 
 

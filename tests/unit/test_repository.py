@@ -40,10 +40,32 @@ def test_cpu_profile_runs_onnx_models_in_the_python_runner():
     configs = profile_configs("cpu")
     classifier = configs["radar_classifier"]
     assert classifier.backend == "python"
-    assert classifier.parameters["onnx_model"].string_value == "model.onnx"
     settings = json.loads((SOURCE / "profiles" / "cpu.json").read_text())["models"]["radar_classifier"]
+    assert classifier.parameters["onnx_model"].string_value == settings.get("graph", "model.onnx")
     assert classifier.instance_group[0].count == settings["instances"]
     assert classifier.parameters["intra_op_threads"].string_value == str(settings["threads"])
+
+
+def test_cpu_profile_serves_the_graph_the_export_chose(tmp_path, radar_artifacts):
+    """model.cpu.onnx in the version folder is the very file export.json names as the CPU graph."""
+    build("cpu", tmp_path / "repo", radar_artifacts.parent)
+    served = parse_config((tmp_path / "repo" / "radar_classifier" / "config.pbtxt").read_text()).parameters["onnx_model"]
+    chosen = json.loads((radar_artifacts / "export.json").read_text())["cpu_graph"]
+    assert (tmp_path / "repo" / "radar_classifier" / "1" / served.string_value).samefile(radar_artifacts / chosen)
+
+
+def test_a_graph_the_export_did_not_write_is_a_clear_error(tmp_path, radar_artifacts):
+    spec = json.loads((SOURCE / "profiles" / "cpu.json").read_text())
+    spec["models"]["radar_classifier"]["graph"] = "model.fp16.onnx"
+    with pytest.raises(RepositoryError, match="radar_classifier serves model.fp16.onnx, which the export did not write"):
+        build("cpu", tmp_path / "repo", radar_artifacts.parent, spec=spec)
+
+
+def test_graph_is_refused_for_a_model_that_is_not_onnx():
+    spec = json.loads((SOURCE / "profiles" / "cpu.json").read_text())
+    spec["models"]["radar"]["graph"] = "model.cpu.onnx"
+    with pytest.raises(RepositoryError, match="`graph` is for ONNX models"):
+        profile_configs("cpu", spec=spec)
 
 
 def test_built_repository_configs_round_trip_through_the_schema(tmp_path, radar_artifacts):
