@@ -7,6 +7,8 @@ checks its key, media type, schema and the model's limits before anything is sen
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.middleware.cors import CORSMiddleware
 
+from door.canary import Canary
 from door.contract import Contract
 from door.health import readiness
 from door.intake import Intake
@@ -25,6 +28,7 @@ from door.problems import HANDLERS
 from door.routes import Routes
 from door.settings import DoorSettings
 from door.upstream import Upstream
+from kit.control.canary import check
 
 STATIC = Path(__file__).resolve().parent / "static"
 DEFAULT_CAP = 64 * 1024  # a body on any route that does not read one
@@ -37,13 +41,28 @@ DESCRIPTION = (
 
 def create_app(contract: Contract, settings: DoorSettings, upstream: Upstream | None = None) -> FastAPI:
     upstream = upstream or Upstream(settings, contract)
+    metrics = Metrics(upstream.flows)
+    canary = None
+    if contract.canary is not None:
+        golden = contract.canary
+        canary = Canary(
+            golden, lambda: check(upstream.client, golden, settings.triton_timeout), settings.canary_interval, metrics.registry
+        )
 
     @asynccontextmanager
     async def lifespan(_):
         await upstream.open()  # the gRPC asyncio client belongs to the server's event loop
+        watch = None
+        if canary is not None:
+            await canary.run()  # before serving, so that the door's first readiness answer has a verdict
+            watch = asyncio.create_task(canary.watch())
         try:
             yield
         finally:
+            if watch is not None:
+                watch.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watch
             await upstream.close()
 
     # The docs page's Swagger UI from a package, not a CDN: it must work where the door has no internet.
@@ -66,11 +85,9 @@ def create_app(contract: Contract, settings: DoorSettings, upstream: Upstream | 
 
     @app.get("/health/ready", tags=["health"])
     async def ready() -> JSONResponse:
-        """200 when Triton and every routed model are ready and no Python stub has died; 503 otherwise."""
-        answer = await readiness(upstream)
+        """200 when Triton and every routed model are ready, no Python stub has died and the canary passed; else 503."""
+        answer = await readiness(upstream, canary)
         return JSONResponse(answer, 200 if answer["ready"] else 503)
-
-    metrics = Metrics(upstream.flows)
 
     @app.get("/metrics", tags=["health"], include_in_schema=False)
     async def door_metrics() -> Response:

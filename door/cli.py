@@ -1,11 +1,14 @@
 """Run the front door in front of a running Triton.
 
     python -m door [--triton 127.0.0.1:8001] [--host 127.0.0.1] [--port 8080] [--cors-origin URL ...]
+                   [--canary-interval 300]
 
 Waits for Triton to be ready, reads the served configs (door.contract), then serves on uvicorn with
 the httptools parser (a chunked body of a million tiny chunks is parsed in C, not in Python on the
 event loop). API keys: $DOOR_API_KEYS (comma-separated) or $DOOR_API_KEYS_FILE (one a line); needed
-beyond loopback unless --no-api-keys. `make serve` starts it beside Triton (kit.control.serve).
+beyond loopback unless --no-api-keys. Where the served `radar` carries the export's golden set, the
+door runs it through Triton before it serves and every --canary-interval seconds (door.canary).
+`make serve` starts it beside Triton (kit.control.serve).
 """
 
 from __future__ import annotations
@@ -34,6 +37,12 @@ def parse_args(argv):
     parser.add_argument("--cors-origin", action="append", default=[], help="an origin allowed to call from a browser (repeat)")
     parser.add_argument("--max-texts", type=int, default=defaults.max_texts, help="texts per RADAR call")
     parser.add_argument("--body-timeout", type=float, default=defaults.body_timeout, help="seconds for a body to arrive")
+    parser.add_argument(
+        "--canary-interval",
+        type=float,
+        default=defaults.canary_interval,
+        help="seconds between runs of the served-numerics canary (also run at start)",
+    )
     parser.add_argument("--wait", type=float, default=3600.0, help="seconds to wait for Triton to be ready at start")
     parser.add_argument("--log-level", default="info")
     return parser.parse_args(argv)
@@ -50,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             cors_origins=tuple(args.cors_origin),
             max_texts=args.max_texts,
             body_timeout=args.body_timeout,
+            canary_interval=args.canary_interval,
         )
         contract = contract_from_configs(served_configs(args.triton, args.wait))
     except (SettingsError, ContractError) as exc:

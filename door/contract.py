@@ -5,8 +5,9 @@ Each route names the tensors it feeds and reads (SPECS); at start the door asks 
 of every model it has a route for, checks those tensors against it (a renamed tensor stops the door
 instead of failing every request), and parses the config's parameters with the model's own typed
 settings (kit.adapters.settings), the class its model.py reads them with: RADAR's max_text_bytes,
-OCR's max_image_bytes and max_pixels, ResNet's max_image_pixels and its channel count. A model the
-server does not serve gets no route. The same function reads the configs a build writes
+OCR's max_image_bytes and max_pixels, ResNet's max_image_pixels and its channel count, and the
+golden set of the served-numerics canary that the build put on `radar` (kit.control.canary). A model
+the server does not serve gets no route. The same function reads the configs a build writes
 (kit.control.repository.resolved), which is how the unit tests hold it to the committed sources.
 """
 
@@ -21,7 +22,8 @@ import tritonclient.grpc as grpcclient
 from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import InferenceServerException
 
-from kit.adapters.settings import Settings, SettingsError, settings_class
+from kit.adapters.settings import RadarSettings, Settings, SettingsError, settings_class
+from kit.control.canary import CanaryError, GoldenSet, golden_from_parameter
 from kit.control.configs import parameters
 
 log = logging.getLogger("door")
@@ -66,6 +68,7 @@ class Served:
 @dataclass(frozen=True)
 class Contract:
     models: dict[str, Served]
+    canary: GoldenSet | None = None  # radar's golden set, where the served radar carries one
 
     def __contains__(self, model: str) -> bool:
         return model in self.models
@@ -110,7 +113,16 @@ def contract_from_configs(configs: Mapping[str, mc.ModelConfig]) -> Contract:
         except SettingsError as exc:
             raise ContractError(f"{model}: {exc}") from None
         models[model] = Served(spec, settings, config.max_batch_size > 0, dims)
-    return Contract(models)
+    return Contract(models, canary_of(models.get("radar")))
+
+
+def canary_of(radar: Served | None) -> GoldenSet | None:
+    if radar is None or not isinstance(radar.settings, RadarSettings) or not radar.settings.canary:
+        return None
+    try:
+        return golden_from_parameter(radar.settings.canary)
+    except CanaryError as exc:
+        raise ContractError(f"radar: {exc}") from None
 
 
 def served_configs(url: str, wait: float, poll: float = 1.0) -> dict[str, mc.ModelConfig]:

@@ -6,7 +6,9 @@ kit.control.healthcheck finds in /proc. The door looks only at the tritonserver 
 port (by the server's command line), so other servers on the machine do not count; it sees it where it
 shares the process namespace with Triton (`make serve`; `pid: service:triton` in compose;
 `shareProcessNamespace` in the pod). Where it cannot see that server, the answer says so
-(`stubs_visible: false`) instead of claiming the stubs are alive.
+(`stubs_visible: false`) instead of claiming the stubs are alive. Where the served `radar` carries a
+golden set, readiness also needs the canary's last verdict to be a pass (door.canary); `canary` is
+null where there is none.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 from starlette.concurrency import run_in_threadpool
 
+from door.canary import Canary
 from door.upstream import Upstream
 from kit.control.healthcheck import dead_stubs, process_stat
 
@@ -52,14 +55,15 @@ def stub_check(port: str, proc: Path = Path("/proc")) -> tuple[list[int], bool]:
     return [pid for server in servers for pid in dead_stubs(server, proc)], bool(servers)
 
 
-async def readiness(upstream: Upstream) -> dict:
+async def readiness(upstream: Upstream, canary: Canary | None) -> dict:
     models = await upstream.readiness()
     server = models.pop("server")
     dead, visible = await run_in_threadpool(stub_check, upstream.settings.triton.rsplit(":", 1)[-1])
     return {
-        "ready": server and all(models.values()) and not dead,
+        "ready": server and all(models.values()) and not dead and (canary is None or canary.ok),
         "triton": server,
         "models": models,
         "dead_stubs": dead,
         "stubs_visible": visible,
+        "canary": canary and canary.status(),
     }

@@ -24,7 +24,8 @@ class DoorSettings:
     """`max_texts`: texts per RADAR call. `body_timeout`: seconds for a whole body to arrive (a slow drip
     holds nothing longer). `triton_timeout`: seconds for Triton's answer. `rate_window`, `max_retry_after`:
     how Retry-After is measured and capped (door.flow); `unavailable_retry_after`: the one sent while
-    Triton is unreachable or restarting (a supervised restart takes seconds)."""
+    Triton is unreachable or restarting (a supervised restart takes seconds). `canary_interval`: seconds
+    between runs of the served-numerics canary (door.canary)."""
 
     triton: str = "127.0.0.1:8001"
     api_keys: frozenset[str] = frozenset()
@@ -35,6 +36,11 @@ class DoorSettings:
     rate_window: float = 10.0
     max_retry_after: int = 30
     unavailable_retry_after: int = 2
+    canary_interval: float = 300.0
+
+    def __post_init__(self) -> None:
+        if not self.canary_interval > 0:
+            raise SettingsError(f"the canary interval must be a positive number of seconds, not {self.canary_interval}")
 
 
 def api_keys(host: str, environ: Mapping[str, str], disabled: bool = False) -> frozenset[str]:

@@ -96,7 +96,9 @@ class Settings:
 class RadarSettings(Settings):
     """`buckets` and `max_batch` are written by the repository builder (kit.control.derived): the
     buckets chosen for `bucket_count` from the export's token lengths, and the classifier's
-    max_batch_size, so that a chunk group always fits one classifier request."""
+    max_batch_size, so that a chunk group always fits one classifier request. `canary` (the export's
+    golden set as JSON, derived from the file `canary_from` names) is not for the model, which ignores
+    both: it reaches the front door through the served config (kit.control.canary)."""
 
     classifier: str
     max_chars: int
@@ -104,6 +106,8 @@ class RadarSettings(Settings):
     bucket_count: int
     buckets: tuple[int, ...]
     max_batch: int
+    canary_from: str = ""
+    canary: str = ""
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Parameters the repository builder computes from other configs and from the exported files.
 
-Three rules, each keyed by a parameter of the committed config, not by model name:
+Four rules, each keyed by a parameter of the committed config, not by model name:
 
 - `parameters_from: MODEL`: every parameter of MODEL's config that this config does not set
   (health_code reads text with `ocr`'s settings, from the one source).
@@ -9,6 +9,10 @@ Three rules, each keyed by a parameter of the committed config, not by model nam
   `max_chars`; the export must have measured them at the same `max_chars`.
 - `classifier: MODEL`: `max_batch`, MODEL's max_batch_size, so that one group of chunks always
   fits one request to it.
+- `canary_from: FILE`: `canary`, the `canary` section of the export's FILE (export.json) as compact
+  JSON: the golden set the front door runs through the served model (kit.control.canary), carried by
+  the served config so that it reaches a door in another container. Nothing when the export has no
+  such section. Each text must fit this config's `max_chars`: its source score is one chunk's.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
+from kit.control.canary import CanaryError, golden_set
 from kit.control.configs import RepositoryError, parameters
 from kit.pipelines.text.radar import length_buckets
 
@@ -46,6 +51,27 @@ def buckets(config: mc.ModelConfig, files: dict[str, Path]) -> dict[str, str]:
     return {"buckets": ",".join(map(str, chosen))}
 
 
+def canary(config: mc.ModelConfig, files: dict[str, Path]) -> dict[str, str]:
+    own = parameters(config)
+    name = own["canary_from"]
+    if name not in files:
+        raise RepositoryError(f"{config.name}: canary_from needs the export's {name} (run `make export`)")
+    section = json.loads(files[name].read_text()).get("canary")
+    if section is None:
+        return {}
+    try:
+        golden = golden_set(section)
+    except CanaryError as exc:
+        raise RepositoryError(f"{config.name}: {name}: {exc}") from None
+    longest = max(len(text) for text in golden.texts)
+    if "max_chars" in own and longest > int(own["max_chars"]):
+        raise RepositoryError(
+            f"{config.name}: a canary text of {name} has {longest} characters, over max_chars {own['max_chars']}, so it "
+            f"would be served as several chunks; re-export with --max-chars {own['max_chars']}"
+        )
+    return {"canary": json.dumps(section, separators=(",", ":"))}
+
+
 def derived_parameters(config: mc.ModelConfig, configs: dict[str, mc.ModelConfig], files: dict[str, Path]) -> dict[str, str]:
     """What to add to `config`'s parameters; `files`: the model's artifacts by file name."""
     own = parameters(config)
@@ -59,4 +85,6 @@ def derived_parameters(config: mc.ModelConfig, configs: dict[str, mc.ModelConfig
         if classifier is None:
             raise RepositoryError(f"{config.name}: classifier {own['classifier']!r} is not in the repository")
         derived["max_batch"] = str(classifier.max_batch_size)
+    if "canary_from" in own:
+        derived.update(canary(config, files))
     return derived

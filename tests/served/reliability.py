@@ -65,12 +65,14 @@ def own_server(
     tmp_path: Path,
     patches: dict[str, Callable[[mc.ModelConfig], None]] | None = None,
     models: tuple[str, ...] = RADAR_MODELS,
+    artifacts: Path = ARTIFACTS,
     **options,
 ) -> Iterator[TritonServer]:
     """A server of the test's own (free ports, CPU repository in tmp_path), for tests that overload
-    it, kill its processes or change its options, so that the shared session server stays clean."""
+    it, kill its processes, change its options or serve changed `artifacts`, so that the shared
+    session server stays clean."""
     repository = tmp_path / "repository"
-    build("cpu", repository, ARTIFACTS, source=source_with(models, tmp_path / "source"))
+    build("cpu", repository, artifacts, source=source_with(models, tmp_path / "source"))
     for model, change in (patches or {}).items():
         patch_config(repository, model, change)
     with TritonServer(ServerOptions.on_free_ports(repository, **options), log_path=tmp_path / "server.log") as server:

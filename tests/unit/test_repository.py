@@ -1,11 +1,13 @@
-"""Generated repository configs: parse with Triton's schema and keep the source's contract."""
+"""Generated repository configs: parse with Triton's schema, keep the source's contract, and carry what
+the builder derives from the export (the canary's golden set)."""
 
 import json
 
 import pytest
 
 from kit.control.configs import SOURCE, RepositoryError, load_source_config, parse_config, source_models
-from kit.control.repository import build, profile_configs
+from kit.control.derived import derived_parameters
+from kit.control.repository import build, profile_configs, resolved
 
 
 def test_every_source_config_parses_and_is_named_after_its_folder():
@@ -86,3 +88,51 @@ def test_unknown_profile_is_a_clear_error():
 def test_missing_artifacts_name_the_export_step(tmp_path):
     with pytest.raises(RepositoryError, match="make export"):
         build("cpu", tmp_path / "repo", tmp_path / "no-artifacts")
+
+
+def radar_config(max_chars: int = 300):
+    return parse_config(
+        'name: "radar" parameters [{ key: "canary_from" value: { string_value: "export.json" } },'
+        f' {{ key: "max_chars" value: {{ string_value: "{max_chars}" }} }}]'
+    )
+
+
+def export_json(tmp_path, **sections) -> dict:
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps({"max_tokens": 512, **sections}))
+    return {"export.json": path}
+
+
+CANARY = {
+    "texts": ["Short.", "一段中文。"],
+    "scores": [0.25, 0.5],
+    "tolerance": 0.001,
+    "reference": "PyTorch fp32 (source model)",
+}
+
+
+def test_canary_from_puts_the_exports_golden_set_on_the_config_as_compact_json(tmp_path):
+    derived = derived_parameters(radar_config(), {}, export_json(tmp_path, canary=CANARY))
+    assert json.loads(derived["canary"]) == CANARY
+    assert ": " not in derived["canary"] and derived["canary"].isascii()
+
+
+def test_canary_from_adds_nothing_when_the_export_has_no_canary(tmp_path):
+    assert derived_parameters(radar_config(), {}, export_json(tmp_path)) == {}
+
+
+def test_canary_from_refuses_a_malformed_golden_set_or_a_text_longer_than_a_chunk(tmp_path):
+    with pytest.raises(RepositoryError, match="radar: export.json: the canary has 2 texts and needs as many scores"):
+        derived_parameters(radar_config(), {}, export_json(tmp_path, canary={**CANARY, "scores": [0.25]}))
+    with pytest.raises(RepositoryError, match="6 characters, over max_chars 5.*--max-chars 5"):
+        derived_parameters(radar_config(max_chars=5), {}, export_json(tmp_path, canary=CANARY))
+    with pytest.raises(RepositoryError, match="make export"):
+        derived_parameters(radar_config(), {}, {})
+
+
+def test_the_built_radar_config_carries_the_exports_canary(radar_artifacts):
+    section = json.loads((radar_artifacts / "export.json").read_text()).get("canary")
+    assert section, "the export wrote no canary: re-run `make export`"
+    radar = resolved("cpu")[0]["radar"]
+    assert radar.parameters["canary_from"].string_value == "export.json"
+    assert json.loads(radar.parameters["canary"].string_value) == section

@@ -1,0 +1,92 @@
+"""The served-numerics canary at the door: the export's golden set through the served `radar`, at start
+and every `--canary-interval` seconds, reported by readiness and metrics.
+
+Readiness needs the last verdict to be a pass: none before the first run passed, and none while the
+last completed run drifted beyond the tolerance. The canary reports, it does not block traffic: the
+routes keep answering. A run that cannot complete (Triton down, a queue refusing it) is no verdict:
+it is counted as an error and the last verdict stands (readiness already says when Triton is down);
+it is tried again at the next interval, or within seconds while there is no verdict yet, so that a
+refusal at start does not keep the door unready for a whole interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from kit.control.canary import GoldenSet, Report
+
+FIRST_RETRY = 5.0  # seconds between tries while no run has completed
+RESULTS = ("ok", "drift", "error")
+log = logging.getLogger("door.canary")
+
+
+def json_number(value: float) -> float | str:
+    """JSON has no infinity; an unbounded drift (a NaN score) reads as "inf"."""
+    return value if math.isfinite(value) else str(value)
+
+
+class Canary:
+    """`check` runs the golden set once through the served model (kit.control.canary.check)."""
+
+    def __init__(self, golden: GoldenSet, check: Callable[[], Awaitable[Report]], interval: float, registry: CollectorRegistry):
+        self.golden, self.check, self.interval = golden, check, interval
+        self.report: Report | None = None  # the last run that completed
+        self.checked_at: float | None = None
+        self.error: str | None = None  # why the last run could not complete, if it could not
+        self.runs = Counter(
+            "door_canary_runs", "Canary runs, by result: ok, drift or error (no verdict)", ["result"], registry=registry
+        )
+        for result in RESULTS:
+            self.runs.labels(result)
+        Gauge("door_canary_ok", "1 while the last canary verdict is a pass, else 0", registry=registry).set_function(
+            lambda: float(self.ok)
+        )
+        Gauge(
+            "door_canary_max_drift",
+            "Largest |served - source| AI probability of the last canary verdict (NaN before the first)",
+            registry=registry,
+        ).set_function(lambda: self.report.max_drift if self.report else math.nan)
+
+    @property
+    def ok(self) -> bool:
+        return self.report is not None and self.report.ok
+
+    async def run(self) -> None:
+        try:
+            report = await self.check()
+        except Exception as exc:  # whatever stops a run is no verdict on the numbers; the loop must go on
+            self.error = f"{type(exc).__name__}: {exc}"
+            self.runs.labels("error").inc()
+            log.warning("canary run could not complete: %s", self.error)
+            return
+        self.report, self.checked_at, self.error = report, time.time(), None
+        self.runs.labels("ok" if report.ok else "drift").inc()
+        if report.ok:
+            log.info("canary ok: max drift %.3g <= tolerance %.3g", report.max_drift, report.tolerance)
+        else:
+            log.error(
+                "canary drift: %.3g > tolerance %.3g on %r; not ready", report.max_drift, report.tolerance, report.worst_text
+            )
+
+    async def watch(self) -> None:
+        """Run at every interval after the first run (which the app awaits before it serves)."""
+        while True:
+            await asyncio.sleep(self.interval if self.report else min(self.interval, FIRST_RETRY))
+            await self.run()
+
+    def status(self) -> dict:
+        report = self.report
+        return {
+            "ok": self.ok,
+            "max_drift": json_number(report.max_drift) if report else None,
+            "tolerance": self.golden.tolerance,
+            "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.checked_at)) if self.checked_at else None,
+            "worst_text": report.worst_text if report else None,
+            "error": self.error,
+        }
