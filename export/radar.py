@@ -245,10 +245,12 @@ def cpu_graphs(
     limit: int,
     ai_label_index: int,
     external: bool,
+    also_int8: bool = False,
 ) -> dict:
-    """The fused and INT8 graphs `precision` asks for, each through its gate; returns what export.json records."""
+    """The fused and INT8 graphs `precision` (or `also_int8`) asks for, each through its gate; returns
+    what export.json records."""
     graphs: dict[str, dict] = {}
-    if precision == "fp32":
+    if precision == "fp32" and not also_int8:
         return graphs
     fused = out / GRAPHS["fused"]
     step(f"fusing attention, layer norm and GELU into {fused}")
@@ -261,7 +263,7 @@ def cpu_graphs(
     except ValidationError as exc:
         raise ValidationError(f"the fused graph: {exc}; --precision fp32 serves the unfused graph") from None
     graphs["fused"] = {"file": fused.name, "fusions": fusions, "max_abs_diff": diff}
-    if precision == "int8":
+    if precision == "int8" or also_int8:
         quantized = out / GRAPHS["int8"]
         step(f"quantizing the fused graph to INT8 into {quantized}")
         ops = quantize_int8(fused, quantized, external)
@@ -320,6 +322,7 @@ def export(
     checkpoint: bool = True,
     precision: str = DEFAULT_PRECISION,
     limits: Thresholds = Thresholds(),
+    also_int8: bool = False,
 ) -> dict:
     """Export, validate and describe; export.json is written last, only when every gate passed."""
     if precision not in GRAPHS:
@@ -349,7 +352,7 @@ def export(
     step(f"validating ONNX Runtime against PyTorch (atol {atol:g})")
     max_abs_diff = validate(model, path, batches, atol)
     graphs = {"fp32": {"file": path.name, "max_abs_diff": max_abs_diff}}
-    graphs |= cpu_graphs(model, tokenizer, out, precision, batches, atol, limits, limit, ai_label_index, external)
+    graphs |= cpu_graphs(model, tokenizer, out, precision, batches, atol, limits, limit, ai_label_index, external, also_int8)
     link_cpu_graph(out, GRAPHS[precision])
     step(f"serving {GRAPHS[precision]} on CPU (linked as {CPU_GRAPH})")
     tolerance = limits.max_abs_diff if precision == "int8" else CANARY_TOLERANCE
@@ -414,6 +417,11 @@ def main(argv: list[str] | None = None) -> int:
         default=DEFAULT_PRECISION,
         help="the graph the CPU serves (model.cpu.onnx): fp32 as exported, fused (default) or int8 (gated)",
     )
+    parser.add_argument(
+        "--also-int8",
+        action="store_true",
+        help="also write and gate model.int8.onnx while the CPU serves --precision (benchmarks compare the graphs)",
+    )
     gate = Thresholds()
     parser.add_argument(
         "--int8-max-diff", type=float, default=gate.max_abs_diff, help="INT8 gate: max abs AI-probability difference"
@@ -440,6 +448,7 @@ def main(argv: list[str] | None = None) -> int:
             args.checkpoint,
             args.precision,
             limits,
+            args.also_int8,
         )
     except (ExportError, ValidationError) as exc:
         print(f"error: {exc}", file=sys.stderr)

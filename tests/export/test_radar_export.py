@@ -246,3 +246,11 @@ def test_accuracy_gate_measures_difference_and_decision_agreement():
     assert result.failures(Thresholds(0.25, 0.2, 0.7)) == []
     assert len(result.failures(Thresholds(0.1, 0.05, 0.8))) == 3
     assert agreement(np.array([0.5]), np.array([np.nan])).failures(Thresholds(1.0, 1.0, 0.0))
+
+
+def test_also_int8_gates_the_int8_graph_while_the_cpu_serves_the_fused_one(standin, tmp_path):
+    meta = radar.export(str(standin), tmp_path, also_int8=True)
+    assert meta["cpu_graph"] == "model.fused.onnx" and (tmp_path / radar.CPU_GRAPH).samefile(tmp_path / "model.fused.onnx")
+    assert meta["graphs"]["int8"]["accuracy"]["texts"] == len(radar.gate_texts(300))
+    assert op_counts(tmp_path / "model.int8.onnx").get("MatMulInteger", 0) > 0
+    assert meta["canary"]["tolerance"] == radar.CANARY_TOLERANCE
