@@ -51,7 +51,7 @@ lint: $(VENV)/serve/.installed ## ruff lint and format check, and the import lay
 test-export: $(VENV)/export/.installed
 	$(EXPORT_PY) -m pytest tests/export -q $(PYTEST_ARGS)
 
-test-serve: $(VENV)/serve/.installed export
+test-serve: $(VENV)/serve/.installed export $(RADAR_INT8_ONNX)
 	$(SERVE_PY) -m pytest tests/unit tests/served -q $(PYTEST_ARGS)
 
 export: $(RADAR_ONNX) $(OCR_ONNX) $(RESNET_COST) ## export RADAR_MODEL (default: the tiny stand-in), the PP-OCRv4 models and ResNet-50, each validated
