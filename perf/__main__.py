@@ -4,7 +4,7 @@
     python -m perf sweep --spec quick                               # make perf-quick: build/perf/results-quick
     python -m perf report                                           # every perf/results/<workload>/REPORT.md, and perf/RESULTS.md
 
-A spec's `workload` (perf.workloads: radar, ocr, resnet) picks the inputs, the kit's models and the
+A spec's `workload` (perf.workloads: radar, radar-precision, ocr, resnet) picks the inputs, the kit's models and the
 baselines. A sweep writes results.json, sweeps.csv, probes.csv, plots and REPORT.md into --out; when
 --out is the workload's folder under perf/results/, the index perf/RESULTS.md is regenerated too.
 """

@@ -1,10 +1,11 @@
 """RADAR as the hand-rolled services run it: the kit's chunking, length buckets and ONNX model in-process.
 
-Every baseline imports this, so the work per request is the kit's (same chunks, same padding); only
-the serving design differs. Configured from the environment, as such services usually are:
-RADAR_MODEL_DIR (export folder), ORT_THREADS (ONNX Runtime intra-op threads) and RADAR_SETTINGS,
-the `radar` config's parameters as JSON (the perf kit passes the ones of the kit variant it compares
-with); without it, those of the committed CPU profile for the model folder.
+Every baseline imports this, so the work per request is the kit's (same chunks, same padding, same
+graph); only the serving design differs. Configured from the environment, as such services usually
+are: RADAR_MODEL_DIR (export folder), ORT_THREADS (ONNX Runtime intra-op threads), RADAR_SETTINGS,
+the `radar` config's parameters as JSON, and RADAR_GRAPH, the ONNX file of the folder to run (e.g.
+model.int8.onnx). The perf kit passes those of the kit variant it compares with; without them, a
+service takes those of the committed CPU profile for the model folder.
 
 RADAR_RUNNER=torch runs the checkpoint the export saved (`checkpoint/`) on the kit's PyTorch runner
 instead, in RADAR_TORCH_DTYPE (default fp16) on RADAR_TORCH_DEVICE (default cuda): the model the
@@ -31,8 +32,8 @@ Logits = Callable[[np.ndarray, np.ndarray], np.ndarray]
 RUNNERS = ("onnx", "torch")
 
 
-def onnx_logits(model_dir: Path, threads: int) -> Logits:
-    session = make_session(model_dir / "model.onnx", threads)
+def onnx_logits(model: Path, threads: int) -> Logits:
+    session = make_session(model, threads)
     return lambda ids, mask: session.run(["logits"], {"input_ids": ids, "attention_mask": mask})[0]
 
 
@@ -64,14 +65,18 @@ class RadarModel:
         return self.respond(plan, [self.logits(g.input_ids, g.attention_mask) for g in plan.groups])
 
 
-def settings_from_env(model_dir: Path) -> RadarSettings:
-    if "RADAR_SETTINGS" in os.environ:
-        return RadarSettings.from_parameters(json.loads(os.environ["RADAR_SETTINGS"]))
-    # Only for a service started by hand: the workloads' imports would add to the memory a benchmark measures.
+def committed(model_dir: Path) -> tuple[dict, str]:
+    """The `radar` parameters and the classifier's graph that the committed CPU profile serves from the folder.
+    Only for a service started by hand: the workloads' imports would add to the memory a benchmark measures."""
     from perf.workloads.radar import RADAR
 
     with tempfile.TemporaryDirectory(prefix="radar-settings-") as work:
-        return RADAR.settings(model_dir, Path(work))
+        return RADAR.served(model_dir, Path(work))
+
+
+def settings_from_env(model_dir: Path) -> RadarSettings:
+    params = json.loads(os.environ["RADAR_SETTINGS"]) if "RADAR_SETTINGS" in os.environ else committed(model_dir)[0]
+    return RadarSettings.from_parameters(params)
 
 
 def logits_from_env(model_dir: Path) -> Logits:
@@ -80,7 +85,8 @@ def logits_from_env(model_dir: Path) -> Logits:
         raise ValueError(f"RADAR_RUNNER={runner!r} is not one of {RUNNERS}")
     if runner == "torch":
         return torch_logits(model_dir, os.environ.get("RADAR_TORCH_DTYPE", "fp16"), os.environ.get("RADAR_TORCH_DEVICE", "cuda"))
-    return onnx_logits(model_dir, int(os.environ.get("ORT_THREADS", "1")))
+    graph = os.environ.get("RADAR_GRAPH") or committed(model_dir)[1]
+    return onnx_logits(model_dir / graph, int(os.environ.get("ORT_THREADS", "1")))
 
 
 def from_env() -> RadarModel:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import matplotlib
@@ -16,8 +17,10 @@ def save(fig, path: Path) -> None:
     plt.close(fig)
 
 
-def throughput_vs_p99(series: dict[str, list[dict]], key: str, limit: float | None, ylabel: str, title: str, path: Path) -> None:
-    """One curve per series through its loads, each point annotated with its clients."""
+def throughput_vs_p99(
+    series: dict[str, list[dict]], key: str, limits: dict[str, float], ylabel: str, title: str, path: Path
+) -> None:
+    """One curve per series through its loads, each point annotated with its clients; a grey line per limit."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for label, rows in series.items():
         ax.plot([r["p99_ms"] / 1000 for r in rows], [r[key] for r in rows], marker="o", label=label)
@@ -25,8 +28,8 @@ def throughput_vs_p99(series: dict[str, list[dict]], key: str, limit: float | No
             ax.annotate(
                 f"c={r['concurrency']}", (r["p99_ms"] / 1000, r[key]), fontsize=7, textcoords="offset points", xytext=(3, 3)
             )
-    if limit is not None:
-        ax.axhline(limit, color="grey", linestyle="--", label="limit (offline, best layout)")
+    for (label, limit), style in zip(limits.items(), itertools.cycle(("--", ":", "-."))):
+        ax.axhline(limit, color="grey", linestyle=style, label=label)
     ax.set_xlabel("p99 latency (s)")
     ax.set_ylabel(ylabel)
     ax.set_title(title)

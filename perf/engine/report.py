@@ -14,7 +14,7 @@ from pathlib import Path
 
 from kit.control.configs import REPO_ROOT
 from perf.engine import plots
-from perf.engine.tables import pct, per_cpu, ratio, sec, table, verdict_lines
+from perf.engine.tables import graphs, limit_of, pct, per_cpu, ratio, sec, table, target_name, verdict_lines
 from perf.engine.workload import Workload
 
 RESULTS = REPO_ROOT / "perf" / "results"
@@ -62,6 +62,12 @@ def how_measured(results: dict, w: Workload, out_dir: Path) -> list[str]:
         f"- Inputs: {w.inputs_line(spec)}.",
         f"- Load generator: {generator}; {w.load_note}",
     ]
+    if "graphs" in spec:
+        files = ", ".join(f"{name} `{graph}`" for name, graph in spec["graphs"].items())
+        s.append(
+            f"- Graphs: the limit and every target ran on each of these files of the model folder in turn ({files}); "
+            "each served figure is set against the limit of its own graph."
+        )
     if "probe" in spec:
         s.append(
             f"- Each family's settings were probed at {spec['probe']['concurrency']} clients "
@@ -79,12 +85,17 @@ def results_plot(results: dict, w: Workload, out_dir: Path) -> list[str]:
     sweep_input = results["spec"]["sweep"]["input"]
     ok = [r for r in results["sweeps"] if r["input"] == sweep_input and r["concurrency"] and not r["error"]]
     if "probe" in results["spec"]:
-        plot, lim = f"{w.name}_throughput_vs_p99.png", results.get("limit")
-        curves: dict[str, list[dict]] = {}
-        for r in ok:
-            curves.setdefault(f"{w.family_title(r['family'])} ({r['setting']})", []).append(r)
+        plot, curves = f"{w.name}_throughput_vs_p99.png", {}
+        for r in ok:  # a run over graphs sweeps one setting per family and graph: its name says which
+            name = target_name(w, r) if "graph" in r else f"{w.family_title(r['family'])} ({r['setting']})"
+            curves.setdefault(name, []).append(r)
+        limits = {
+            f"limit {g}" if g else "limit (offline, best layout)": lim["best"][w.key]
+            for g in graphs(results)
+            if (lim := limit_of(results, g))
+        }
         title = f"{w.title} throughput vs p99 latency ({sweep_input} {w.request}s)"
-        plots.throughput_vs_p99(curves, w.key, lim["best"][w.key] if lim else None, f"{w.item}s / s", title, out_dir / plot)
+        plots.throughput_vs_p99(curves, w.key, limits, f"{w.item}s / s", title, out_dir / plot)
         heading = "## Results at each family's best setting\n"
     else:
         plot, lines = f"{w.name}_vs_clients.png", {}
@@ -95,11 +106,11 @@ def results_plot(results: dict, w: Workload, out_dir: Path) -> list[str]:
     return [heading, f"![results]({plot})\n"]
 
 
-def results_table(results: dict, w: Workload, input_name: str) -> list[str]:
-    """Every swept point of one input set, with the kit's throughput over each target's at the same load."""
-    cores, lim = results["machine"]["cores"], results.get("limit")
+def results_table(results: dict, w: Workload, input_name: str, graph: str | None) -> list[str]:
+    """Every swept point of one input set (and graph), with the kit's throughput over each target's at the same load."""
+    cores, lim = results["machine"]["cores"], limit_of(results, graph)
     several = len({r["family"] for r in results["sweeps"]}) > 1
-    rows = [r for r in results["sweeps"] if r["input"] == input_name]
+    rows = [r for r in results["sweeps"] if r["input"] == input_name and r.get("graph") == graph]
     kit = {r["load"]: r for r in rows if r["family"] == "kit"}
     headers = [
         "target",
@@ -134,7 +145,8 @@ def results_table(results: dict, w: Workload, input_name: str) -> list[str]:
         ]
         for r in rows
     ]
-    return [f"**{input_name} {w.request}s**\n", *table(headers, cells), ""] if rows else []
+    on = f", graph {graph} (`{results['spec']['graphs'][graph]}`)" if graph else ""
+    return [f"**{input_name} {w.request}s{on}**\n", *table(headers, cells), ""] if rows else []
 
 
 def probes_section(results: dict, w: Workload, out_dir: Path) -> list[str]:
@@ -142,7 +154,7 @@ def probes_section(results: dict, w: Workload, out_dir: Path) -> list[str]:
     groups: dict[str, list[dict]] = {}
     for r in results["probes"]:
         if not r["error"]:
-            groups.setdefault(w.family_title(r["family"]), []).append(r)
+            groups.setdefault(target_name(w, r), []).append(r)
     plot = f"{w.name}_settings.png"
     plots.settings_scatter(
         groups,
@@ -153,7 +165,7 @@ def probes_section(results: dict, w: Workload, out_dir: Path) -> list[str]:
     )
     rows = [
         [
-            w.family_title(r["family"]),
+            target_name(w, r),
             r["setting"],
             r["workers"],
             *rate_cells(r, w),
@@ -182,10 +194,10 @@ def probes_section(results: dict, w: Workload, out_dir: Path) -> list[str]:
 
 
 def memory_section(results: dict, w: Workload, out_dir: Path) -> list[str]:
-    """Peak RSS (MiB) per family and worker/instance count, the largest seen at that count."""
+    """Peak RSS (MiB) per family (and graph) and worker/instance count, the largest seen at that count."""
     by_workers: dict[str, dict[int, int]] = {}
     for r in results["probes"] + results["sweeps"]:
-        cell = by_workers.setdefault(w.family_title(r["family"]), {})
+        cell = by_workers.setdefault(target_name(w, r), {})
         cell[r["workers"]] = max(cell.get(r["workers"], 0), r["peak_rss_mb"])
     plot = f"{w.name}_memory.png"
     plots.memory_bars(by_workers, f"{w.title}: memory of each target", out_dir / plot)
@@ -200,7 +212,7 @@ def memory_section(results: dict, w: Workload, out_dir: Path) -> list[str]:
         ),
     ]
     kit_rows = [r for r in results["sweeps"] if r["family"] == "kit"]
-    if kit_rows:
+    if kit_rows and "limits" not in results:  # a run over graphs has a layout per graph: the table's rows
         s.append(f"\nThe kit at its chosen layout ({kit_rows[0]['setting']}): {max(r['peak_rss_mb'] for r in kit_rows)} MiB.")
     return s + [""]
 
@@ -212,7 +224,7 @@ def render(results: dict, w: Workload, out_dir: Path) -> str:
         f"Every workload's report: [perf/RESULTS.md]({os.path.relpath(INDEX, out_dir.resolve())}).\n",
         *how_measured(results, w, out_dir),
         *results_plot(results, w, out_dir),
-        *(line for i in results["spec"]["inputs"] for line in results_table(results, w, i["name"])),
+        *(line for i in results["spec"]["inputs"] for g in graphs(results) for line in results_table(results, w, i["name"], g)),
     ]
     verdicts = w.verdicts(results)
     if verdicts:

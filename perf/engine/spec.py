@@ -4,7 +4,8 @@ A spec names its workload (default "radar"), the model folder, the input sets, t
 with their settings, and the loads. perf_analyzer points send a fixed number of requests
 (`requests`); a spec with a `window` drives closed-loop points of fixed duration instead
 (perf.engine.load). With a `probe`, each family's settings are probed at one load and the best is
-swept; without one, every setting is swept (its windows warm up themselves).
+swept; without one, every setting is swept (its windows warm up themselves). With `graphs` (name ->
+ONNX file of the model folder), the whole run is repeated on each file: see `graph_runs`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from perf.engine.load import Window
 from perf.engine.perf_analyzer import Load
+from perf.engine.targets import merged
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 
@@ -51,3 +53,28 @@ def sweep_loads(spec: dict, input_name: str) -> list[Load | Window]:
 def probe_load(spec: dict) -> Load:
     probe = spec["probe"]
     return Load(probe["requests"], concurrency=probe["concurrency"])
+
+
+def graph_runs(spec: dict, graph_model: str) -> list[tuple[str | None, dict]]:
+    """The runs of a spec: (None, spec) without `graphs`; with them, one (name, spec) per graph whose limit
+    and targets all run that file, so that each served figure is set against the limit of the same graph.
+    The kit gets it as `graph_model`'s profile setting `graph`, the baselines and the limit as `graph`."""
+    if "graphs" not in spec:
+        return [(None, spec)]
+    if not graph_model:
+        raise ValueError(f"{spec['path']}: `graphs`, but the workload names no model that serves a graph")
+
+    def on(graph: str, family: str, setting: dict) -> dict:
+        return merged(setting, {graph_model: {"graph": graph}}) if family == "kit" else {**setting, "graph": graph}
+
+    return [
+        (
+            name,
+            {
+                **spec,
+                "limit": {**spec["limit"], "graph": graph},
+                "targets": {family: [on(graph, family, s) for s in settings] for family, settings in spec["targets"].items()},
+            },
+        )
+        for name, graph in spec["graphs"].items()
+    ]

@@ -3,7 +3,8 @@
 For each target family in the spec: with a `probe`, every setting is started, warmed up and probed
 at one load (throughput, p99, peak RSS, CPU of server and client) and the best setting (highest
 throughput) is then measured at every load of the sweep, on every input set; without one, every
-setting is measured at every load. The workload's limit is measured in the same run.
+setting is measured at every load. The workload's limit is measured in the same run. A spec with
+`graphs` repeats all of it on each graph (perf.engine.spec.graph_runs).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from kit.control.configs import REPO_ROOT
 from perf.engine.inputs import InputSet
 from perf.engine.perf_analyzer import warm_up
 from perf.engine.point import measure
-from perf.engine.spec import probe_load, sweep_loads
+from perf.engine.spec import graph_runs, probe_load, sweep_loads
 from perf.engine.targets import make_target, variant_profile
 from perf.engine.workload import Workload
 
@@ -97,17 +98,10 @@ def sweep_family(w: Workload, family: str, settings: list[dict], spec: dict, inp
     return rows
 
 
-def run(w: Workload, spec: dict, work: Path, families: list[str] | None, argv: list[str]) -> dict:
-    """The whole run of a spec; the results, as results.json holds them."""
-    unknown = set(spec["targets"]) - {"kit", *w.baselines}
-    if unknown:
-        raise ValueError(f"{spec['path']}: no {sorted(unknown)} target for {w.name} (known: kit, {', '.join(w.baselines)})")
-    model_dir = (REPO_ROOT / spec["model"]).resolve()
-    missing = [f for f in w.needs if not (model_dir / f).is_file()]
-    if missing:
-        raise FileNotFoundError(f"no exported model in {model_dir} (missing {', '.join(missing)}; see the spec's `model`)")
-    started, host = time.time(), machine()  # the load average before the run, not after it
-    inputs, lim = w.setup(spec, model_dir, work)
+def run_families(
+    w: Workload, spec: dict, inputs: dict, model_dir: Path, work: Path, families: list[str] | None
+) -> tuple[list, list]:
+    """Every target family of the spec (or of `families`): (probe rows, sweep rows)."""
     probes, sweeps = [], []
     for family, settings in spec["targets"].items():
         if families and family not in families:
@@ -118,6 +112,33 @@ def run(w: Workload, spec: dict, work: Path, families: list[str] | None, argv: l
             probes += p
         else:
             s = sweep_family(w, family, settings, spec, inputs, model_dir, work)
+        sweeps += s
+    return probes, sweeps
+
+
+def run(w: Workload, spec: dict, work: Path, families: list[str] | None, argv: list[str]) -> dict:
+    """The whole run of a spec; the results, as results.json holds them. A run over `graphs` holds each
+    graph's limit in `limits` and tags every row with its graph's name; otherwise the one limit is `limit`."""
+    unknown = set(spec["targets"]) - {"kit", *w.baselines}
+    if unknown:
+        raise ValueError(f"{spec['path']}: no {sorted(unknown)} target for {w.name} (known: kit, {', '.join(w.baselines)})")
+    runs = graph_runs(spec, w.graph_model)
+    model_dir = (REPO_ROOT / spec["model"]).resolve()
+    missing = [f for f in (*w.needs, *spec.get("graphs", {}).values()) if not (model_dir / f).is_file()]
+    if missing:
+        raise FileNotFoundError(f"no exported model in {model_dir} (missing {', '.join(missing)}; see the spec's `model`)")
+    started, host = time.time(), machine()  # the load average before the run, not after it
+    limits, probes, sweeps = {}, [], []
+    for graph, run_spec in runs:
+        if graph:
+            print(f"graph {graph}: {spec['graphs'][graph]}", flush=True)
+        run_work = work / graph if graph else work
+        inputs, limits[graph] = w.setup(run_spec, model_dir, run_work)
+        p, s = run_families(w, run_spec, inputs, model_dir, run_work, families)
+        if graph:
+            for row in p + s:
+                row["graph"] = graph
+        probes += p
         sweeps += s
     return {
         "workload": w.name,
@@ -131,11 +152,13 @@ def run(w: Workload, spec: dict, work: Path, families: list[str] | None, argv: l
         "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(started)),
         "minutes": round((time.time() - started) / 60, 1),
         "load_average_at_end": os.getloadavg(),
-        "limit": lim,
+        **({"limits": limits} if "graphs" in spec else {"limit": limits[None]}),
         "probes": probes,
         "sweeps": sweeps,
         "kit_profiles": {
-            w.label(p["models"]): p["models"] for p in (variant_profile(w, s) for s in spec["targets"].get("kit", []))
+            w.label(p["models"]): p["models"]
+            for _, run_spec in runs
+            for p in (variant_profile(w, s) for s in run_spec["targets"].get("kit", []))
         },
     }
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from perf.engine.workload import Verdict
+from perf.engine.workload import Verdict, Workload
 
 
 def by_family(rows: list[dict], input_name: str) -> dict[str, list[dict]]:
@@ -14,6 +14,21 @@ def by_family(rows: list[dict], input_name: str) -> dict[str, list[dict]]:
         if row["input"] == input_name:
             out.setdefault(row["family"], []).append(row)
     return out
+
+
+def graphs(results: dict) -> list[str | None]:
+    """The graphs a run measured, in its order (perf.engine.spec.graph_runs); [None] for a run of one."""
+    return list(results["limits"]) if "limits" in results else [None]
+
+
+def limit_of(results: dict, graph: str | None) -> dict | None:
+    """The limit measured on `graph` (None: the run's one limit); None where the workload has no limit."""
+    return results["limits"][graph] if graph is not None else results.get("limit")
+
+
+def target_name(w: Workload, row: dict) -> str:
+    """A row's target family, and its graph in a run over `graphs`."""
+    return w.family_title(row["family"]) + (f" [{row['graph']}]" if "graph" in row else "")
 
 
 def sec(ms: float) -> str:
@@ -42,10 +57,16 @@ def table(headers: list[str], rows: list[list]) -> list[str]:
 
 
 def kit_time_table(results: dict, headers: list[str], cells: Callable[[dict], list[str]]) -> list[str]:
-    """Each kit point: its input and load, the workload's split of Triton's counters, server and client CPU."""
+    """Each kit point: its input (and graph) and load, the workload's split of Triton's counters, server and client CPU."""
     cores = results["machine"]["cores"]
     rows = [
-        [r["input"], r["load"], *cells(r), pct(r["server_cpu_s"], r["wall_s"], cores), pct(r["client_cpu_s"], r["wall_s"], cores)]
+        [
+            r["input"] + (f" [{r['graph']}]" if "graph" in r else ""),
+            r["load"],
+            *cells(r),
+            pct(r["server_cpu_s"], r["wall_s"], cores),
+            pct(r["client_cpu_s"], r["wall_s"], cores),
+        ]
         for r in results["sweeps"]
         if r["family"] == "kit"
     ]

@@ -52,3 +52,15 @@ def no_failures(name: str, rows: list[dict]) -> Verdict:
         else f"none of {len(rows)} points failed"
     )
     return Verdict(name, not failed, detail)
+
+
+def none_failed_at(w: Workload, rows: dict[str, list[dict]], clients: int) -> list[Verdict]:
+    """No failed request at `clients` clients, per target family."""
+    return [
+        Verdict(
+            f"zero failed requests at {clients} clients, {w.family_title(family)}", not r["error"], r["error"] or "none failed"
+        )
+        for family, family_rows in rows.items()
+        for r in family_rows
+        if r["concurrency"] == clients
+    ]

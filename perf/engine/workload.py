@@ -48,6 +48,9 @@ class Workload:
     request: str  # what one request carries
     item: str  # what throughput is counted in (the limit too): rows' f"{item}s_per_s"
     baselines: dict[str, Baseline] = {}  # target family -> service
+    # The kit model whose profile setting `graph` picks the ONNX file of the model folder it serves; a spec's
+    # `graphs` run the limit and every target on each file in turn (perf.engine.spec.graph_runs). Empty: none.
+    graph_model: str = ""
     endpoint: str = ""  # the baselines' POST path
     metric_prefixes: tuple[str, ...] = ()  # Prometheus counters of the kit to difference over each point
     columns: tuple[Column, ...] = ()

@@ -3,7 +3,9 @@ against the Flask, gunicorn, FastAPI and asyncio-batcher services it replaces, a
 
 Padding is compute: every target of a run pads chunks to the buckets the kit serves with (the
 committed CPU profile's, read from the built config), so that the kit, the baselines and the limit
-do the same work per chunk and differ only in how they serve it.
+do the same work per chunk and differ only in how they serve it. So is precision: the baselines and
+the limit run the ONNX file that the kit variant's `radar_classifier` serves (its `onnx_model`
+parameter, which the profile setting `graph` picks; a baseline's or the limit's `graph` names one).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from kit.pipelines.text.radar import RadarPipeline
 from perf.engine.inputs import InputSet, write_pair
 from perf.engine.tables import by_family, kit_time_table, sec, table
 from perf.engine.targets import variant_configs
-from perf.engine.verdicts import kit_by_clients, versus_baselines, versus_limit
+from perf.engine.verdicts import kit_by_clients, none_failed_at, versus_baselines, versus_limit
 from perf.engine.workload import Baseline, Verdict, Workload
 from perf.workloads import radar_limit
 from samples.texts import sample_texts
@@ -72,34 +74,45 @@ class Radar(Workload):
     )
     workers_note = "The kit's count is `radar_classifier`'s instances."
 
-    def settings(self, model_dir: Path, work: Path, setting: dict | None = None) -> RadarSettings:
-        """RADAR's settings as a kit variant (the committed CPU profile unless `setting` overrides it)
-        serves them from `model_dir`, read from the config the builder resolves."""
+    def served(self, model_dir: Path, work: Path, setting: dict | None = None) -> tuple[dict, str]:
+        """What a kit variant (the committed CPU profile unless `setting` overrides it) serves from `model_dir`,
+        read from the configs the builder resolves: the `radar` parameters and the classifier's ONNX file."""
         configs = variant_configs(self, setting or {}, model_dir, work)
-        return RadarSettings.from_parameters(parameters(configs["radar"]))
+        return parameters(configs["radar"]), parameters(configs["radar_classifier"])["onnx_model"]
+
+    def settings(self, model_dir: Path, work: Path, setting: dict | None = None) -> RadarSettings:
+        """RADAR's settings as a kit variant serves them from `model_dir` (see `served`)."""
+        return RadarSettings.from_parameters(self.served(model_dir, work, setting)[0])
+
+    @staticmethod
+    def graph_variant(setting: dict) -> dict:
+        """The kit variant whose graph a baseline's or the limit's setting names (`graph`); none: the committed one."""
+        return {"radar_classifier": {"graph": setting["graph"]}} if "graph" in setting else {}
 
     def label(self, models: dict) -> str:
-        """Classifier instances x threads, queue delay, bucket count, entry instances, ragged batches, queue timeout."""
+        """Classifier instances x threads, queue delay, bucket count, entry instances, ragged batches, graph, queue timeout."""
         clf, entry = models["radar_classifier"], models["radar"]
         buckets = entry.get("parameters", {}).get("bucket_count") or parameters(load_source_config("radar"))["bucket_count"]
         ragged = " ragged" if clf.get("ragged_batch") else ""
+        graph = f" graph={clf['graph']}" if "graph" in clf else ""
         timeout = (
             f" queue-timeout={entry['default_timeout_microseconds'] / 1e6:g}s" if "default_timeout_microseconds" in entry else ""
         )
         return (
             f"{clf.get('instances', 1)}x{clf.get('threads', 1)} delay={clf.get('max_queue_delay_microseconds', 'src')}us "
-            f"buckets={buckets} entry={entry.get('instances', 1)}{ragged}{timeout}"
+            f"buckets={buckets} entry={entry.get('instances', 1)}{ragged}{graph}{timeout}"
         )
 
     def setup(self, spec: dict, model_dir: Path, work: Path) -> tuple[dict[str, InputSet], dict]:
-        """The text sets and the limit, in chunks/s."""
-        settings = self.settings(model_dir, work / "kit-settings")
+        """The text sets and the limit, in chunks/s, on the graph the spec's `limit` names (default: the kit's)."""
+        lim = spec["limit"]
+        params, graph = self.served(model_dir, work / "kit-settings", self.graph_variant(lim))
+        settings = RadarSettings.from_parameters(params)
         pipeline = radar_pipeline(model_dir, settings)
         inputs = {s["name"]: radar_inputs(work / "inputs", s, pipeline) for s in spec["inputs"]}
-        print(f"limit: offline ONNX Runtime on {model_dir.name}", flush=True)
-        lim = spec["limit"]
+        print(f"limit: offline ONNX Runtime on {model_dir.name}/{graph}", flush=True)
         result = radar_limit.measure(
-            model_dir, pipeline, inputs[lim["input"]].items, lim.get("chunks"), lim["batch_sizes"], settings.bucket_count
+            model_dir / graph, pipeline, inputs[lim["input"]].items, lim.get("chunks"), lim["batch_sizes"], settings.bucket_count
         )
         print(
             f"  best: {result['best']['layout']} batch {result['best']['batch']}: {result['best']['chunks_per_s']:.2f} chunks/s",
@@ -108,11 +121,11 @@ class Radar(Workload):
         return inputs, result
 
     def baseline_environment(self, family: str, setting: dict, model_dir: Path, work: Path) -> dict[str, str]:
-        """The model folder and the kit's settings as parameters (RadarSettings.from_parameters rebuilds them);
-        a setting's `bucket_count` pads to that many buckets instead."""
+        """The model folder, the kit's settings as parameters (RadarSettings.from_parameters rebuilds them) and
+        the graph the kit serves; a setting's `bucket_count` pads to that many buckets instead, its `graph` runs that file."""
         variant = {"radar": {"parameters": {"bucket_count": str(setting["bucket_count"])}}} if "bucket_count" in setting else {}
-        configs = variant_configs(self, variant, model_dir, work / "kit-settings")
-        env = {"RADAR_MODEL_DIR": str(model_dir.resolve()), "RADAR_SETTINGS": json.dumps(parameters(configs["radar"]))}
+        params, graph = self.served(model_dir, work / "kit-settings", variant | self.graph_variant(setting))
+        env = {"RADAR_MODEL_DIR": str(model_dir.resolve()), "RADAR_SETTINGS": json.dumps(params), "RADAR_GRAPH": graph}
         if family == "batcher":
             env |= {"BATCH_SIZE_MAX": str(setting["batch_size_max"]), "BATCH_TIMEOUT": str(setting["batch_timeout_ms"] / 1000)}
         return env
@@ -128,18 +141,11 @@ class Radar(Workload):
         throughput with a p99 no worse; no failed request at 256 clients."""
         rows = by_family(results["sweeps"], results["spec"]["sweep"]["input"])
         kit = kit_by_clients(rows)
-        out = versus_limit(self, kit, results["limit"]["best"][self.key], [16, 64]) + versus_baselines(self, rows, kit)
-        for family, family_rows in rows.items():
-            for r in family_rows:
-                if r["concurrency"] == 256:
-                    out.append(
-                        Verdict(
-                            f"zero failed requests at 256 clients, {self.family_title(family)}",
-                            not r["error"],
-                            r["error"] or "none failed",
-                        )
-                    )
-        return out
+        return (
+            versus_limit(self, kit, results["limit"]["best"][self.key], [16, 64])
+            + versus_baselines(self, rows, kit)
+            + none_failed_at(self, rows, 256)
+        )
 
     def sections(self, results: dict, out_dir: Path) -> list[str]:
         tune = out_dir / "tune.json"
@@ -164,15 +170,17 @@ TIME_HEADERS = [
 ]
 
 
-def limit_section(lim: dict) -> list[str]:
+def limit_section(lim: dict, name: str = "") -> list[str]:
+    """The limit's layouts and its best; `name`: the graph's, in a run over several."""
     rows = [[r["layout"], r["batch"], f"{r['chunks_per_s']:.2f}", f"{r['chunks_per_cpu_s']:.2f}"] for r in lim["layouts"]]
     best = f"**{lim['best']['layout']} at batch {lim['best']['batch']}: {lim['best']['chunks_per_s']:.2f} chunks/s**"
     per_text = f"{lim['texts_per_s']:.2f} texts/s at {lim['chunks_per_text']:.2f} chunks per text"
     buckets = f", padded to {lim['bucket_count']} length buckets as every target of the run" if "bucket_count" in lim else ""
+    graph = f", on `{lim['graph']}`" if "graph" in lim else ""
     return [
-        "## The limit (offline, in-process, same chunks)\n",
+        f"## The limit{f' of {name}' if name else ''} (offline, in-process, same chunks)\n",
         *table(["layout", "batch", "chunks/s", "chunks / CPU-s"], rows),
-        f"\nBest: {best} ({per_text}), over {lim['chunks']} chunks{buckets}.\n",
+        f"\nBest: {best} ({per_text}), over {lim['chunks']} chunks{buckets}{graph}.\n",
     ]
 
 

@@ -1,9 +1,9 @@
 """RADAR's limit: the classifier's offline throughput in this process, no server, at its best layout.
 
-Same texts, same chunking and length buckets as the served runs (the kit's RadarSettings); the
-chunks run bucket by bucket in batches. Two layouts, as the issue asks: one session with all cores
-at several batch sizes, and N sessions x 1 thread in parallel processes (N = cores). The best one
-is the ceiling.
+Same texts, same chunking and length buckets as the served runs (the kit's RadarSettings), on the
+ONNX file they serve (perf.workloads.radar picks it); the chunks run bucket by bucket in batches.
+Two layouts, as the issue asks: one session with all cores at several batch sizes, and N sessions
+x 1 thread in parallel processes (N = cores). The best one is the ceiling.
 """
 
 from __future__ import annotations
@@ -68,13 +68,12 @@ def parallel_sessions(model: Path, rows: Rows, sessions: int, batch_size: int) -
 
 
 def measure(
-    model_dir: Path, pipeline: RadarPipeline, texts: list[str], chunks: int | None, batch_sizes: list[int], bucket_count: int
+    model: Path, pipeline: RadarPipeline, texts: list[str], chunks: int | None, batch_sizes: list[int], bucket_count: int
 ) -> dict:
-    """Chunks/s of every layout on the first `chunks` chunks (all: None), and the best; the limit in
-    texts/s follows from chunks per text."""
+    """Chunks/s of every layout of the ONNX file `model` on the first `chunks` chunks (all: None), and the best;
+    the limit in texts/s follows from chunks per text."""
     every_row = chunk_rows(pipeline, texts)
-    rows, per_text = every_row[:chunks], len(every_row) / len(texts)
-    model, cores = model_dir / "model.onnx", CORES
+    rows, per_text, cores = every_row[:chunks], len(every_row) / len(texts), CORES
     layouts = []
     for b in batch_sizes:
         rate, per_cpu = one_session(model, rows, cores, b)
@@ -87,6 +86,7 @@ def measure(
             )
     best = max(layouts, key=lambda r: r["chunks_per_s"])
     return {
+        "graph": model.name,
         "chunks": len(rows),
         "bucket_count": bucket_count,
         "chunks_per_text": per_text,
