@@ -28,10 +28,14 @@ class Thresholds:
 
 @dataclass(frozen=True)
 class Agreement:
+    """`reference_positive_share`: the share of texts the reference calls AI. Agreement means little
+    where nearly every text falls on one side (a random-weight stand-in), so the record says which."""
+
     texts: int
     max_abs_diff: float
     mean_abs_diff: float
     agreement: float
+    reference_positive_share: float
 
     def failures(self, limits: Thresholds) -> list[str]:
         found = []
@@ -52,8 +56,9 @@ def agreement(reference: np.ndarray, candidate: np.ndarray) -> Agreement:
     if reference.shape != candidate.shape or reference.ndim != 1:
         raise ValueError(f"probabilities of shapes {reference.shape} and {candidate.shape} cannot be compared")
     diff = np.abs(candidate.astype(np.float64) - reference)
-    same = (candidate > DECISION_THRESHOLD) == (reference > DECISION_THRESHOLD)
-    return Agreement(len(reference), float(np.max(diff)), float(np.mean(diff)), float(np.mean(same)))
+    positive = reference > DECISION_THRESHOLD
+    same = (candidate > DECISION_THRESHOLD) == positive
+    return Agreement(len(reference), float(np.max(diff)), float(np.mean(diff)), float(np.mean(same)), float(np.mean(positive)))
 
 
 def require(result: Agreement, limits: Thresholds, what: str) -> None:

@@ -160,7 +160,8 @@ def padded_batches(tokenizer, texts: list[str], limit: int, size: int) -> list[B
 
 
 def gate_texts(max_chars: int) -> list[str]:
-    return [text[:max_chars] for text in sample_texts(**GATE_SAMPLE)]
+    """Shortest first, so that batches of neighbours waste little padding (RoBERTa-large on 2 cores)."""
+    return sorted((text[:max_chars] for text in sample_texts(**GATE_SAMPLE)), key=len)
 
 
 def canary_texts(max_chars: int) -> list[str]:
@@ -275,7 +276,7 @@ def cpu_graphs(
         )
         step(
             f"  max abs diff {result.max_abs_diff:.4g}, mean {result.mean_abs_diff:.4g}, "
-            f"decisions agree on {result.agreement:.2%}"
+            f"decisions agree on {result.agreement:.2%} (the reference calls {result.reference_positive_share:.0%} AI)"
         )
         require(result, limits, "the INT8 graph")
         sample_spec = {"texts": "export.radar.gate_texts", **GATE_SAMPLE}

@@ -211,7 +211,10 @@ def test_int8_export_serves_a_quantized_graph_and_records_true_gate_figures(stan
     measured = agreement(source_probabilities(standin, texts), np.array(got))
     assert measured.max_abs_diff == pytest.approx(recorded["max_abs_diff"], abs=1e-5)
     assert measured.mean_abs_diff == pytest.approx(recorded["mean_abs_diff"], abs=1e-5)
-    assert measured.agreement == recorded["agreement"]
+    assert (measured.agreement, measured.reference_positive_share) == (
+        recorded["agreement"],
+        recorded["reference_positive_share"],
+    )
     assert recorded["thresholds"] == {"max_abs_diff": 0.05, "mean_abs_diff": 0.01, "min_agreement": 0.98}
 
 
@@ -240,7 +243,7 @@ def test_canary_holds_the_source_models_scores_for_one_chunk_texts(standin, whic
 
 def test_accuracy_gate_measures_difference_and_decision_agreement():
     result = agreement(np.array([0.1, 0.6, 0.9, 0.45]), np.array([0.2, 0.4, 0.9, 0.45]))
-    assert (result.texts, result.agreement) == (4, 0.75)
+    assert (result.texts, result.agreement, result.reference_positive_share) == (4, 0.75, 0.5)
     assert result.max_abs_diff == pytest.approx(0.2)
     assert result.mean_abs_diff == pytest.approx(0.075)
     assert result.failures(Thresholds(0.25, 0.2, 0.7)) == []
