@@ -280,13 +280,16 @@ def test_api_keys_are_needed_when_the_door_has_some(guarded):
 def test_readiness_ids_and_metrics(door):
     ready = call(door, "GET", "/health/ready")
     assert ready.status == 200, ready.data
-    assert ready.json() == {
+    body = ready.json()
+    canary = body.pop("canary")  # the served-numerics canary's last verdict (tests/served/test_canary.py)
+    assert body == {
         "ready": True,
         "triton": True,
         "models": {"radar": True, "ocr": True, "health_code": True, "resnet50": True},
         "dead_stubs": [],
         "stubs_visible": True,
     }
+    assert canary["ok"] and canary["max_drift"] <= canary["tolerance"], canary
     answer = call(door, "POST", "/v1/radar", json={"text": "One more text."}, headers={"X-Request-ID": "door-test-1"})
     assert answer.headers["x-request-id"] == "door-test-1"
     assert logged(door, "id=door-test-1"), door.log.read_text()[-2000:]
