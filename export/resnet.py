@@ -194,7 +194,7 @@ def export(
     check_signature(path, *expected_signature(model.config.num_labels))
     step(f"validating: ONNX Runtime on one padded mixed-shape batch against PyTorch per image, unpadded (atol {atol:g})")
     reference = unpadded_probs(model, images)
-    diffs = abs_diffs(path, lambda _: {OUTPUT_NAME: reference}, [batch])
+    diffs = abs_diffs(path, [batch], [{OUTPUT_NAME: reference}])
     max_abs_diff = require_close(diffs, atol)
     step(f"  max abs diff {max_abs_diff:.3g}; measuring the effect of padding amounts {PADDINGS}")
     effect = padding_effect(model, path, images[1])
