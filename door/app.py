@@ -19,7 +19,7 @@ from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.middleware.cors import CORSMiddleware
 
-from door.canary import Canary
+from door.canary import Canary, check
 from door.contract import Contract
 from door.health import readiness
 from door.intake import Intake
@@ -28,7 +28,6 @@ from door.problems import HANDLERS
 from door.routes import Routes
 from door.settings import DoorSettings
 from door.upstream import Upstream
-from kit.control.canary import check
 
 STATIC = Path(__file__).resolve().parent / "static"
 DEFAULT_CAP = 64 * 1024  # a body on any route that does not read one
@@ -45,9 +44,7 @@ def create_app(contract: Contract, settings: DoorSettings, upstream: Upstream | 
     canary = None
     if contract.canary is not None:
         golden = contract.canary
-        canary = Canary(
-            golden, lambda: check(upstream.client, golden, settings.triton_timeout), settings.canary_interval, metrics.registry
-        )
+        canary = Canary(golden, lambda: check(upstream, golden), settings.canary_interval, metrics.registry)
 
     @asynccontextmanager
     async def lifespan(_):

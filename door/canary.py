@@ -17,13 +17,26 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 
+import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from kit.control.canary import GoldenSet, Report
+from door.upstream import Upstream
+from kit.control.canary import GoldenSet, Report, compare
 
+MODEL = "radar"
 FIRST_RETRY = 5.0  # seconds between tries while no run has completed
 RESULTS = ("ok", "drift", "error")
 log = logging.getLogger("door.canary")
+
+
+async def check(upstream: Upstream, golden: GoldenSet) -> Report:
+    """One run: radar's SCORE for each text through the door's own connection, one request at a time
+    (the canary is not a load). What stops it (Triton down, a refusal) propagates: no verdict."""
+    scores = []
+    for text in golden.texts:
+        outputs = await upstream.infer(MODEL, {"TEXT": np.array([text.encode("utf-8")], dtype=np.object_)})
+        scores.append(float(outputs["SCORE"][0]))
+    return compare(golden, scores)
 
 
 def json_number(value: float) -> float | str:
@@ -32,7 +45,7 @@ def json_number(value: float) -> float | str:
 
 
 class Canary:
-    """`check` runs the golden set once through the served model (kit.control.canary.check)."""
+    """`check` runs the golden set once through the served model (`check` above, in the app)."""
 
     def __init__(self, golden: GoldenSet, check: Callable[[], Awaitable[Report]], interval: float, registry: CollectorRegistry):
         self.golden, self.check, self.interval = golden, check, interval

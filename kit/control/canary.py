@@ -16,11 +16,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-import tritonclient.grpc.aio as grpcaio
-
-MODEL = "radar"
-
 
 class CanaryError(ValueError):
     """The golden set is malformed; the message says which part."""
@@ -81,20 +76,3 @@ def compare(golden: GoldenSet, served: Sequence[float]) -> Report:
     drifts = tuple(abs(s - r) if math.isfinite(s) else math.inf for s, r in zip(served, golden.scores))
     worst = max(range(len(drifts)), key=drifts.__getitem__)
     return Report(drifts, drifts[worst], golden.texts[worst], golden.tolerance, drifts[worst] <= golden.tolerance)
-
-
-async def served_scores(client: grpcaio.InferenceServerClient, texts: Sequence[str], timeout: float) -> list[float]:
-    """radar's SCORE for each text, one request at a time (the canary is not a load); raises what Triton
-    or the connection raises (InferenceServerException), so that a run that could not finish is no verdict."""
-    scores = []
-    for text in texts:
-        tensor = grpcaio.InferInput("TEXT", [1], "BYTES")
-        tensor.set_data_from_numpy(np.array([text.encode("utf-8")], dtype=np.object_))
-        result = await client.infer(MODEL, [tensor], outputs=[grpcaio.InferRequestedOutput("SCORE")], client_timeout=timeout)
-        scores.append(float(result.as_numpy("SCORE")[0]))
-    return scores
-
-
-async def check(client: grpcaio.InferenceServerClient, golden: GoldenSet, timeout: float) -> Report:
-    """Run the golden set through the served `radar` model (tritonclient's asyncio gRPC client)."""
-    return compare(golden, await served_scores(client, golden.texts, timeout))

@@ -73,7 +73,7 @@ def test_a_nan_score_drifts_without_bound():
 
 
 class Runs:
-    """Stands in for kit.control.canary.check: each run answers the next outcome (scores or an exception)."""
+    """Stands in for door.canary.check: each run answers the next outcome (scores or an exception)."""
 
     def __init__(self, *outcomes):
         self.outcomes = list(outcomes)
@@ -141,35 +141,25 @@ def test_an_unbounded_drift_reads_as_inf_in_json():
     assert json.loads(json.dumps(canary.status()))["max_drift"] == "inf"
 
 
-class FakeTriton:
-    """Stands in for tritonclient's asyncio gRPC client: radar's SCORE for each request, in turn."""
-
-    def __init__(self, scores):
-        self.scores = list(scores)
-        self.models = []
-
-    async def infer(self, model, inputs, outputs, client_timeout):
-        self.models.append(model)
-        score = np.array([self.scores.pop(0)], np.float32)
-        return type("Result", (), {"as_numpy": lambda _, name: score})()
-
-
 class CanaryUpstream(FakeUpstream):
-    """The app tests' fake upstream, with a stand-in Triton client for the canary's requests."""
+    """The app tests' fake upstream: radar's SCORE for the canary's requests in turn, then its fixed outputs."""
 
-    triton: FakeTriton
+    scores: list
+    canary_models: list
 
-    async def open(self):
-        await super().open()
-        self.client = self.triton
+    async def infer(self, model, arrays, request_id=""):
+        if not self.scores:
+            return await super().infer(model, arrays, request_id)
+        self.canary_models.append(model)
+        return {"SCORE": np.array([self.scores.pop(0)], np.float32)}
 
 
 def door_with_canary(contract, scores):
     contract = dataclasses.replace(contract, canary=GOLDEN)
     settings = DoorSettings()
     upstream = CanaryUpstream(settings, contract)
-    upstream.triton = FakeTriton(scores)
-    return TestClient(create_app(contract, settings, upstream)), upstream.triton
+    upstream.scores, upstream.canary_models = list(scores), []
+    return TestClient(create_app(contract, settings, upstream)), upstream
 
 
 @pytest.fixture(scope="module")
@@ -178,11 +168,11 @@ def contract(radar_artifacts):
 
 
 def test_readiness_and_metrics_report_a_passing_canary(contract):
-    test_client, fake = door_with_canary(contract, [0.1, 0.2])
+    test_client, upstream = door_with_canary(contract, [0.1, 0.2])
     with test_client:
         ready = test_client.get("/health/ready")
         metrics = test_client.get("/metrics").text
-    assert fake.models == ["radar", "radar"]
+    assert upstream.canary_models == ["radar", "radar"]
     assert ready.status_code == 200, ready.text
     canary = ready.json()["canary"]
     assert canary["ok"] and canary["max_drift"] < 1e-6 and canary["tolerance"] == 1e-3  # float32 SCOREs
