@@ -12,6 +12,7 @@ with 1 thread), and reports each graph's median chunks/s over the rounds and its
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -24,8 +25,6 @@ from perf.workloads.radar import RADAR
 from perf.workloads.radar_limit import chunk_rows, one_session, parallel_sessions
 from samples.texts import sample_texts
 
-GRAPHS = {"fp32": "model.onnx", "fused": "model.fused.onnx", "int8": "model.int8.onnx"}
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -37,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
+    # The graphs the export wrote and gated, by precision (export.json `graphs`), FP32 first.
+    graphs = {name: graph["file"] for name, graph in json.loads((args.model / "export.json").read_text())["graphs"].items()}
     with tempfile.TemporaryDirectory(prefix="radar-graphs-") as work:
         settings = RADAR.settings(args.model, Path(work))
     rows = chunk_rows(radar_pipeline(args.model, settings), sample_texts(args.texts, 100, 800, seed=args.seed))[: args.chunks]
@@ -44,10 +45,10 @@ def main(argv: list[str] | None = None) -> int:
         f"1 session x {CORES} threads": lambda path: one_session(path, rows, CORES, args.batch)[0],
         f"{CORES} sessions x 1 thread": lambda path: parallel_sessions(path, rows, CORES, args.batch)[0],
     }
-    rates: dict[str, dict[str, list[float]]] = {layout: {name: [] for name in GRAPHS} for layout in layouts}
+    rates: dict[str, dict[str, list[float]]] = {layout: {name: [] for name in graphs} for layout in layouts}
     for round_ in range(args.rounds):
         for layout, rate in layouts.items():
-            for name, file in GRAPHS.items():
+            for name, file in graphs.items():
                 rates[layout][name].append(rate(args.model / file))
                 print(f"round {round_ + 1} {layout} {name}: {rates[layout][name][-1]:.2f} chunks/s", flush=True)
     summary = {
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             "chunks": len(rows),
             "batch": args.batch,
             "bucket_count": settings.bucket_count,
-            "graphs": GRAPHS,
+            "graphs": graphs,
             "layouts": summary,
         },
         args.out,
