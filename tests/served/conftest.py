@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import numpy as np
-import onnxruntime as ort
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
-from tokenizers import Tokenizer
 
 from kit.control.repository import build
 from kit.control.runtime import ServerOptions, TritonServer
 from tests.conftest import ARTIFACTS
+from tests.radar_reference import direct_scorer
 
 
 @pytest.fixture(scope="session")
@@ -58,19 +55,4 @@ def http_client(server):
 
 @pytest.fixture(scope="session")
 def reference(radar_artifacts):
-    """Direct ONNX Runtime inference, one chunk at a time and unpadded: no bucketing, no batching."""
-    meta = json.loads((radar_artifacts / "export.json").read_text())
-    tokenizer = Tokenizer.from_file(str(radar_artifacts / "tokenizer.json"))
-    session = ort.InferenceSession(str(radar_artifacts / "model.onnx"), providers=["CPUExecutionProvider"])
-    index = meta["ai_label_index"]
-
-    def score(chunk: str) -> float:
-        ids = np.array([tokenizer.encode(chunk).ids], dtype=np.int64)
-        (logits,) = session.run(["logits"], {"input_ids": ids, "attention_mask": np.ones_like(ids)})
-        exp = np.exp(logits[0] - logits[0].max())
-        return float(exp[index] / exp.sum())
-
-    score.tokenizer = tokenizer
-    score.max_tokens = meta["max_tokens"]
-    score.atol = meta["atol"]
-    return score
+    return direct_scorer(radar_artifacts)

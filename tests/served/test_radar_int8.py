@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import onnxruntime as ort
 import pytest
-from tokenizers import Tokenizer
 
 from clients.radar import RadarClient
 from kit.control.configs import parse_config
 from tests.conftest import ARTIFACTS
+from tests.radar_reference import direct_scorer
 from tests.served.reliability import own_server
 
 INT8 = ARTIFACTS / "radar-int8"
@@ -26,19 +25,6 @@ def int8_server(tmp_path_factory):
     (root / "artifacts" / "radar").symlink_to(INT8)
     with own_server(root, artifacts=root / "artifacts") as server:
         yield root / "repository", server
-
-
-def fp32_scores(texts: list[str]) -> np.ndarray:
-    """The unquantized graph in this process, one text at a time."""
-    tokenizer = Tokenizer.from_file(str(INT8 / "tokenizer.json"))
-    session = ort.InferenceSession(str(INT8 / "model.onnx"), providers=["CPUExecutionProvider"])
-    scores = []
-    for text in texts:
-        ids = np.array([tokenizer.encode(text).ids], dtype=np.int64)
-        (logits,) = session.run(["logits"], {"input_ids": ids, "attention_mask": np.ones_like(ids)})
-        exp = np.exp(logits[0] - logits[0].max())
-        scores.append(exp[0] / exp.sum())
-    return np.array(scores)
 
 
 def test_the_cpu_profile_serves_the_int8_graph_the_export_chose(int8_server):
@@ -56,4 +42,5 @@ def test_served_int8_scores_stay_within_the_exports_tolerance_of_the_source_mode
     drift = np.abs(served - np.array(canary["scores"]))
     assert drift.max() <= canary["tolerance"], f"served INT8 drifts {drift.max():.4g} from PyTorch FP32"
     # It is INT8 that answered: the FP32 graph would match the source to 1e-5.
-    assert np.abs(served - fp32_scores(canary["texts"])).max() > 1e-4
+    fp32 = direct_scorer(INT8)
+    assert np.abs(served - np.array([fp32(text) for text in canary["texts"]])).max() > 1e-4
