@@ -26,9 +26,14 @@ def limit_of(results: dict, graph: str | None) -> dict | None:
     return results["limits"][graph] if graph is not None else results.get("limit")
 
 
+def with_graph(text: str, row: dict) -> str:
+    """`text`, and the row's graph in a run over `graphs`."""
+    return text + (f" [{row['graph']}]" if "graph" in row else "")
+
+
 def target_name(w: Workload, row: dict) -> str:
     """A row's target family, and its graph in a run over `graphs`."""
-    return w.family_title(row["family"]) + (f" [{row['graph']}]" if "graph" in row else "")
+    return with_graph(w.family_title(row["family"]), row)
 
 
 def sec(ms: float) -> str:
@@ -61,7 +66,7 @@ def kit_time_table(results: dict, headers: list[str], cells: Callable[[dict], li
     cores = results["machine"]["cores"]
     rows = [
         [
-            r["input"] + (f" [{r['graph']}]" if "graph" in r else ""),
+            with_graph(r["input"], r),
             r["load"],
             *cells(r),
             pct(r["server_cpu_s"], r["wall_s"], cores),
