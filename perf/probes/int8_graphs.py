@@ -46,6 +46,7 @@ from kit.pipelines.ocr.image import decode_image
 from kit.pipelines.ocr.pipeline import OcrPipeline
 from kit.pipelines.ocr.recognize import character_table
 from kit.runners.onnx import OcrEngines, make_session
+from perf.engine.tables import table
 from perf.probes.output import emit
 from samples.images import mixed_images
 from samples.renderings import corpus
@@ -73,7 +74,6 @@ VARIANTS = {
     },
 }
 TIMED_INPUTS = {"rec": 8, "det": 4, "resnet50": 2}
-MEAN, STD = np.array([0.485, 0.456, 0.406], np.float32), np.array([0.229, 0.224, 0.225], np.float32)
 
 
 class Feeds(CalibrationDataReader):
@@ -121,9 +121,10 @@ def quantized(source: Path, out: Path, options: dict, calibration: list[dict]) -
     return out
 
 
-def resnet_batches(images: list[np.ndarray], batch: int = 8) -> list[dict]:
-    """The images squeezed to 224x224 RGB, ImageNet-normalised, in batches of `batch`."""
-    x = np.stack([(cv2.resize(i, (224, 224), interpolation=cv2.INTER_AREA)[..., ::-1] / 255.0 - MEAN) / STD for i in images])
+def resnet_batches(images: list[np.ndarray], export: dict, batch: int = 8) -> list[dict]:
+    """The images squeezed to 224x224 RGB, normalised with the mean and std ResNet's export records, in batches of `batch`."""
+    mean, std = np.array(export["image_mean"], np.float32), np.array(export["image_std"], np.float32)
+    x = np.stack([(cv2.resize(i, (224, 224), interpolation=cv2.INTER_AREA)[..., ::-1] / 255.0 - mean) / std for i in images])
     x = x.transpose(0, 3, 1, 2).astype(np.float32)
     return [
         {"pixel_values": x[i : i + batch], "image_sizes": np.full((len(x[i : i + batch]), 2), 224, np.int64)}
@@ -199,11 +200,12 @@ class Judge:
         self.calibrated, self.timed = Recorder(self.engines), Recorder(self.engines)
         read_all(self.pipeline, self.calibrated, self.calibration_images)
         self.reference = read_all(self.pipeline, self.timed, self.images)
-        self.resnet = resnet_batches(self.images)
+        self.resnet_export = json.loads((args.resnet.parent / "export.json").read_text())
+        self.resnet = resnet_batches(self.images, self.resnet_export)
         self.calibration = {
             "rec": self.calibrated.rec,
             "det": self.calibrated.det,
-            "resnet50": resnet_batches(self.calibration_images),
+            "resnet50": resnet_batches(self.calibration_images, self.resnet_export),
         }
         timed = {"rec": self.timed.rec, "det": self.timed.det, "resnet50": [b for b in self.resnet if len(b["image_sizes"]) == 8]}
         self.timed_inputs = {graph: spread(inputs, TIMED_INPUTS[graph]) for graph, inputs in timed.items()}
@@ -249,7 +251,7 @@ def measure(args: argparse.Namespace) -> dict:
         "judged": judge.counts | {"fp32_lines": sum(map(len, judge.reference))},
         "calibration": {"images": len(judge.calibration_images), "seed": CALIBRATION_SEED}
         | {f"{g}_inputs": len(judge.calibration[g]) for g in VARIANTS},
-        "resnet_source": json.loads((args.resnet.parent / "export.json").read_text())["source"],
+        "resnet_source": judge.resnet_export["source"],
         "timed_inputs": {g: [list(next(iter(f.values())).shape) for f in judge.timed_inputs[g]] for g in VARIANTS},
         "rows": rows,
     }
@@ -273,11 +275,6 @@ COLUMNS = {
 }
 
 
-def table(rows: list[dict]) -> str:
-    lines = ["| " + " | ".join(COLUMNS.values()) + " |", "|" + " --- |" * len(COLUMNS)]
-    return "\n".join(lines + ["| " + " | ".join(str(r.get(k, "")) for k in COLUMNS) + " |" for r in rows])
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -292,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.argv = argv
     report = measure(args)
-    print(table(report["rows"]))
+    print("\n".join(table(list(COLUMNS.values()), [[r.get(k, "") for k in COLUMNS] for r in report["rows"]])))
     emit(report, args.out)
     return 0
 
