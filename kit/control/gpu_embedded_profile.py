@@ -81,7 +81,4 @@ def apply_gpu_embedded_profile(config: mc.ModelConfig, settings: dict) -> mc.Mod
     if on_gpu:
         group.gpus[:] = [int(g) for g in settings.get("gpus", [0])]
     apply_common(config, settings)
-    too_large = [b for b in config.dynamic_batching.preferred_batch_size if b > config.max_batch_size]
-    if too_large:
-        raise RepositoryError(f"{config.name}: preferred batch sizes {too_large} exceed max_batch_size {config.max_batch_size}")
     return config

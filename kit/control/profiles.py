@@ -8,6 +8,9 @@ setting fails the build instead of being ignored.
 Common settings, on every target:
 
     instances                        instances (per GPU for GPU models)
+    max_batch_size                   a lower cap on the rows of one execution (1 .. the committed
+                                     max_batch_size): with several single-thread instances on CPU, small
+                                     executions keep every instance busy instead of one taking the queue
     max_queue_delay_microseconds     the dynamic batcher's delay
     preferred_batch_size             its preferred batch sizes
     default_timeout_microseconds     how long a request may wait in the queue before it is refused
@@ -29,6 +32,7 @@ from kit.control.configs import SOURCE, RepositoryError, set_parameter
 COMMON = frozenset(
     {
         "instances",
+        "max_batch_size",
         "max_queue_delay_microseconds",
         "preferred_batch_size",
         "default_timeout_microseconds",
@@ -54,6 +58,12 @@ def check_keys(config: mc.ModelConfig, settings: dict, known: frozenset[str], ta
 
 def apply_common(config: mc.ModelConfig, settings: dict) -> None:
     """The common settings, on a copy that the target's applier already placed."""
+    if "max_batch_size" in settings:
+        cap = int(settings["max_batch_size"])
+        if not 1 <= cap <= config.max_batch_size:
+            committed = config.max_batch_size
+            raise RepositoryError(f"{config.name}: max_batch_size {cap} is outside 1 .. {committed}, the committed one")
+        config.max_batch_size = cap
     batching = ("max_queue_delay_microseconds", "preferred_batch_size", "default_timeout_microseconds", "ragged_batch")
     if any(key in settings for key in batching) and not config.HasField("dynamic_batching"):
         raise RepositoryError(f"{config.name}: batching settings need the config's dynamic_batching")
@@ -71,3 +81,6 @@ def apply_common(config: mc.ModelConfig, settings: dict) -> None:
             tensor.allow_ragged_batch = bool(settings["ragged_batch"])
     for key, value in settings.get("parameters", {}).items():
         set_parameter(config, key, value)
+    too_large = [b for b in config.dynamic_batching.preferred_batch_size if b > config.max_batch_size]
+    if too_large:
+        raise RepositoryError(f"{config.name}: preferred batch sizes {too_large} exceed max_batch_size {config.max_batch_size}")

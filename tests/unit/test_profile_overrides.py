@@ -41,3 +41,22 @@ def test_ragged_batch_is_refused_for_a_model_that_does_not_batch_itself():
     spec["models"]["radar"]["ragged_batch"] = True
     with pytest.raises(RepositoryError, match="radar: ragged_batch needs a batching Python-backend model"):
         profile_configs("cpu", spec=spec)
+
+
+def test_max_batch_size_caps_the_classifier_and_radar_splits_its_chunks_to_fit(radar_artifacts):
+    configs = resolved("cpu", radar_artifacts.parent, spec=spec_with(max_batch_size=8, preferred_batch_size=[8]))[0]
+    assert configs["radar_classifier"].max_batch_size == 8
+    assert configs["radar"].parameters["max_batch"].string_value == "8"
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ({"max_batch_size": 64}, "max_batch_size 64 is outside 1 .. 32"),
+        ({"max_batch_size": 0}, "max_batch_size 0 is outside 1 .. 32"),
+        ({"max_batch_size": 8}, r"preferred batch sizes \[16, 32\] exceed max_batch_size 8"),
+    ],
+)
+def test_a_batch_cap_the_committed_config_cannot_take_is_refused(setting, message):
+    with pytest.raises(RepositoryError, match=f"radar_classifier: {message}"):
+        profile_configs("cpu", spec=spec_with(**setting))
