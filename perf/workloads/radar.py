@@ -90,16 +90,18 @@ class Radar(Workload):
         return {"radar_classifier": {"graph": setting["graph"]}} if "graph" in setting else {}
 
     def label(self, models: dict) -> str:
-        """Classifier instances x threads, queue delay, bucket count, entry instances, ragged batches, graph, queue timeout."""
+        """Classifier instances x threads, queue delay, batch cap, bucket count, entry instances, ragged batches, graph,
+        queue timeout."""
         clf, entry = models["radar_classifier"], models["radar"]
         buckets = entry.get("parameters", {}).get("bucket_count") or parameters(load_source_config("radar"))["bucket_count"]
         ragged = " ragged" if clf.get("ragged_batch") else ""
+        cap = f" max-batch={clf['max_batch_size']}" if "max_batch_size" in clf else ""
         graph = f" graph={clf['graph']}" if "graph" in clf else ""
         timeout = (
             f" queue-timeout={entry['default_timeout_microseconds'] / 1e6:g}s" if "default_timeout_microseconds" in entry else ""
         )
         return (
-            f"{clf.get('instances', 1)}x{clf.get('threads', 1)} delay={clf.get('max_queue_delay_microseconds', 'src')}us "
+            f"{clf.get('instances', 1)}x{clf.get('threads', 1)} delay={clf.get('max_queue_delay_microseconds', 'src')}us{cap} "
             f"buckets={buckets} entry={entry.get('instances', 1)}{ragged}{graph}{timeout}"
         )
 
