@@ -145,7 +145,7 @@ perf: $(VENV)/serve/.installed $(PERF_MODEL) ## full RADAR sweep: kit vs Flask/g
 perf-quick: $(VENV)/serve/.installed $(PERF_MODEL) ## every target once at 16 clients (under 10 min) -> build/perf/results-quick/REPORT.md
 	$(SERVE_PY) -m perf sweep --spec quick --out build/perf/results-quick
 
-perf-precision: $(VENV)/serve/.installed $(PERF_MODEL) ## the limit, the kit and uvicorn on the FP32, fused and INT8 graphs at 16-256 clients (~25 min) -> perf/results/radar-precision/REPORT.md
+perf-precision: $(VENV)/serve/.installed $(PERF_MODEL) ## the limit, the kit and uvicorn on the FP32, fused and INT8 graphs at 16-256 clients (~30 min) -> perf/results/radar-precision/REPORT.md
 	$(SERVE_PY) -m perf sweep --spec precision --out perf/results/radar-precision
 
 perf-precision-quick: $(VENV)/serve/.installed $(RADAR_INT8_ONNX) ## the same three graphs on the tiny stand-in, few requests (a few minutes) -> build/perf/results-precision-quick/REPORT.md
