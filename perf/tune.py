@@ -2,8 +2,9 @@
 
     python -m perf.tune --spec tune        # make tune
 
-Searches classifier instances x threads, then ragged batches on or off, then max_queue_delay, then
-the number of length buckets, then entry-model instances, one axis at a time from the best so far (a
+Searches classifier instances x threads, then its batch cap (several 1-thread instances share the
+queue evenly only when one execution cannot take all of it), then ragged batches on or off, then
+max_queue_delay, then the number of length buckets, then entry-model instances, one axis at a time from the best so far (a
 coordinate search: each trial restarts Triton on a generated repository variant). A trial scores its
 `radar` throughput at the spec's concurrency; trials whose p99 exceeds the budget lose to any that
 meet it. The winner's RADAR entries are written into model_repository/profiles/cpu.json (other
@@ -19,15 +20,24 @@ import time
 from pathlib import Path
 
 from kit.adapters.artifacts import radar_pipeline
-from kit.control.configs import REPO_ROOT, SOURCE
+from kit.control.configs import REPO_ROOT, SOURCE, load_source_config
 from perf.engine.perf_analyzer import Load, warm_up
 from perf.engine.point import measure
 from perf.engine.spec import load_spec
 from perf.engine.targets import make_target, merged
 from perf.workloads.radar import RADAR, radar_inputs
 
+PREFERRED = list(load_source_config("radar_classifier").dynamic_batching.preferred_batch_size)
+
+
+def batch_cap(cap: int) -> dict:
+    """The classifier capped at `cap` rows, with the source's preferred sizes that fit."""
+    return {"radar_classifier": {"max_batch_size": cap, "preferred_batch_size": [b for b in PREFERRED if b <= cap]}}
+
+
 STAGES = {
     "layout": lambda v: {"radar_classifier": {"instances": v[0], "threads": v[1]}},
+    "max_batch_size": batch_cap,
     "ragged_batch": lambda v: {"radar_classifier": {"ragged_batch": v}},
     "max_queue_delay_us": lambda v: {"radar_classifier": {"max_queue_delay_microseconds": v}},
     "bucket_count": lambda v: {"radar": {"parameters": {"bucket_count": str(v)}}},
