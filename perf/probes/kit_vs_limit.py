@@ -1,0 +1,90 @@
+"""The served kit against the limit of the same graph, in turns: how close does the kit come?
+
+    python -m perf.probes.kit_vs_limit --graph model.fused.onnx --rounds 3
+
+`make perf-precision` measures a graph's limit once and the kit's points minutes later; on these
+shared cores the two drift apart by as much as the gap being judged (the same kit point measured
+twice in one run has differed by 15%). This probe keeps one kit server (the committed CPU profile
+serving `--graph`) running and alternates, round after round: the limit in both its layouts on the
+same chunks, then the kit at each load. Each round's kit figure is set against that round's best
+limit; the report holds every round and the median ratio per load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from kit.adapters.artifacts import radar_pipeline
+from perf.engine.perf_analyzer import Load, warm_up
+from perf.engine.point import measure
+from perf.engine.targets import make_target
+from perf.probes.output import emit
+from perf.workloads import radar_limit
+from perf.workloads.radar import RADAR, radar_inputs
+
+TIMEOUTS = {"default_timeout_microseconds": 600_000_000}  # make perf's: a slow point is measured, not refused
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", type=Path, default=Path("artifacts/radar-large"))
+    parser.add_argument("--graph", default="model.fused.onnx", help="the ONNX file of the model folder that both run")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--clients", type=int, nargs="+", default=[16, 64])
+    parser.add_argument("--per-client", type=int, default=2, help="requests per client and point")
+    parser.add_argument("--texts", type=int, default=32)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    model = args.model.resolve()
+    setting = {"radar": TIMEOUTS, "radar_classifier": {"graph": args.graph, **TIMEOUTS}}
+    texts = {"name": "long", "count": args.texts, "min_chars": 100, "max_chars": 800, "seed": args.seed}
+    with tempfile.TemporaryDirectory(prefix="kit-vs-limit-") as tmp:
+        work = Path(tmp)
+        settings = RADAR.settings(model, work / "kit-settings", setting)
+        pipeline = radar_pipeline(model, settings)
+        inputs = radar_inputs(work / "inputs", texts, pipeline)
+        target = make_target(RADAR, "kit", setting, model, work)
+        target.start()
+        try:
+            warm_up(target, inputs, 8, work / "pa", "warmup")
+            rounds = []
+            for round_ in range(args.rounds):
+                limit = radar_limit.measure(model / args.graph, pipeline, inputs.items, None, [8], settings.bucket_count)
+                best = limit["best"]["chunks_per_s"]
+                print(f"round {round_ + 1}: limit {best:.2f} chunks/s ({limit['best']['layout']})", flush=True)
+                served = {}
+                for c in args.clients:
+                    load = Load(max(args.per_client * c, 64), concurrency=c)
+                    row = measure(target, inputs, load, work / "pa", f"r{round_}-c{c}")
+                    served[c] = {"chunks_per_s": row[RADAR.key], "p99_ms": row["p99_ms"], "error": row["error"]}
+                    print(f"round {round_ + 1}: kit at {c} clients {row[RADAR.key] / best:.2f} x the limit", flush=True)
+                layouts = {r["layout"]: round(r["chunks_per_s"], 3) for r in limit["layouts"]}
+                rounds.append({"limit": layouts, "limit_best": round(best, 3), "kit": served})
+        finally:
+            target.stop()
+    ratios = {
+        c: [r["kit"][c]["chunks_per_s"] / r["limit_best"] for r in rounds if not r["kit"][c]["error"]] for c in args.clients
+    }
+    command = " ".join(["python -m perf.probes.kit_vs_limit", *(sys.argv[1:] if argv is None else argv)])
+    emit(
+        {
+            "command": command,
+            "model": str(args.model),
+            "graph": args.graph,
+            "kit": target.label,
+            "rounds": rounds,
+            "median_kit_over_limit": {str(c): round(statistics.median(v), 3) if v else None for c, v in ratios.items()},
+            "kit_over_limit": {str(c): [round(x, 3) for x in v] for c, v in ratios.items()},
+        },
+        args.out,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
