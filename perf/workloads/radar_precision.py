@@ -47,7 +47,7 @@ class RadarPrecision(Radar):
             out += [Verdict(f"{graph}: {v.target}", v.met, v.detail) for v in judged]
         first = next(iter(rates))
         for graph, share in self.over_first.items():
-            if graph in rates:
+            if graph in rates and graph != first:
                 times = rates[graph] / rates[first]
                 detail = f"{times:.2f} x ({rates[graph]:.2f} vs {rates[first]:.2f} chunks/s)"
                 out.append(Verdict(f"{graph} limit >= {share} x the {first} limit", times >= share, detail))

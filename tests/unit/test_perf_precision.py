@@ -111,6 +111,15 @@ def test_precision_verdicts_judge_each_graph_against_its_own_limit():
     assert verdicts["fused limit >= 1.1 x the fp32 limit"] and not verdicts["int8 limit >= 2.0 x the fp32 limit"]
 
 
+def test_a_run_without_fp32_judges_the_other_graphs_against_its_first_and_never_one_against_itself():
+    results = precision_results()
+    results["limits"].pop("fp32")
+    results["sweeps"] = [r for r in results["sweeps"] if r["graph"] != "fp32"]
+    targets = [v.target for v in RADAR_PRECISION.verdicts(results)]
+    assert "int8 limit >= 2.0 x the fused limit" in targets
+    assert not any(t.startswith("fused limit") for t in targets)
+
+
 def test_precision_report_sets_the_graphs_side_by_side(tmp_path):
     results = precision_results()
     text = render(results, RADAR_PRECISION, tmp_path)
