@@ -14,6 +14,7 @@ from tritonclient.utils import InferenceServerException
 
 from clients.radar import RadarClient, text_tensor
 from clients.triton import Endpoint, RetryPolicy, is_retryable
+from kit.control.configs import parse_config
 from samples.texts import sample_texts
 from tests.served.reliability import is_overload, own_server, save_result
 from tests.served.test_radar import assert_matches_reference
@@ -37,6 +38,11 @@ def tiny(tmp_path_factory, radar_artifacts):
     patches = {"radar": tiny_queue(4, 2), "radar_classifier": tiny_queue(8, 1)}
     with own_server(tmp_path_factory.mktemp("tiny-queue"), patches) as server:
         yield server
+
+
+def classifier_rows(server) -> int:
+    """The most rows one request to the served classifier may carry (the CPU profile caps the source's)."""
+    return parse_config((server.options.repository / "radar_classifier" / "config.pbtxt").read_text()).max_batch_size
 
 
 def url_of(server, protocol):
@@ -74,7 +80,7 @@ def assert_refused_as_overload(results, prompt_s=2.0):
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
 def test_full_classifier_queue_is_refused_at_once_and_served_answers_are_right(tiny, radar_artifacts, protocol):
-    ids = np.random.default_rng(0).integers(5, 200, size=(32, 256), dtype=np.int64)
+    ids = np.random.default_rng(0).integers(5, 200, size=(classifier_rows(tiny), 256), dtype=np.int64)
     arrays = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
     results = asyncio.run(flood(tiny, protocol, "radar_classifier", arrays, 40))
     assert_refused_as_overload(results)
@@ -106,7 +112,7 @@ def test_full_radar_queue_is_refused_at_once_with_unavailable_or_503(tiny, proto
 
 def test_request_that_waits_past_its_queue_timeout_is_refused_as_unavailable(tiny):
     """allow_timeout_override lets a client ask for a shorter wait (here 1 ms, in microseconds)."""
-    ids = np.full((32, 512), 7, dtype=np.int64)
+    ids = np.full((classifier_rows(tiny), 512), 7, dtype=np.int64)
     endpoint = Endpoint(tiny.options.grpc_url, "grpc")
 
     async def run():
