@@ -151,7 +151,7 @@ perf-precision: $(VENV)/serve/.installed $(PERF_MODEL) ## the limit, the kit and
 perf-precision-quick: $(VENV)/serve/.installed $(RADAR_INT8_ONNX) ## the same three graphs on the tiny stand-in, few requests (a few minutes) -> build/perf/results-precision-quick/REPORT.md
 	$(SERVE_PY) -m perf sweep --spec precision-quick --out build/perf/results-precision-quick
 
-tune: $(VENV)/serve/.installed $(PERF_MODEL) ## search instances x threads x queue delay x buckets; write the winner into model_repository/profiles/cpu.json
+tune: $(VENV)/serve/.installed $(PERF_MODEL) ## search instances x threads x batch cap x queue delay x buckets; write the winner into model_repository/profiles/cpu.json
 	$(SERVE_PY) -m perf.tune --spec tune
 
 perf-report: $(VENV)/serve/.installed ## regenerate every perf/results/*/REPORT.md and perf/RESULTS.md from the committed results.json (no benchmark)
