@@ -274,7 +274,9 @@ def write_index(reports: Iterable[tuple[Workload, dict, Path]], index: Path = IN
                 "[RELIABILITY.md](RELIABILITY.md); RADAR's graphs timed in turns (`python -m perf.probes.radar_graphs`) in "
                 "[results/radar-precision/graphs_interleaved.json](results/radar-precision/graphs_interleaved.json), the kit "
                 "and the limit in turns (`python -m perf.probes.kit_vs_limit`) in "
-                "[results/radar-precision/kit_vs_limit_fused.json](results/radar-precision/kit_vs_limit_fused.json) and the "
+                "[results/radar-precision/kit_vs_limit_fused.json](results/radar-precision/kit_vs_limit_fused.json) (more "
+                "rounds at 16 clients: [kit_vs_limit_fused_16.json](results/radar-precision/kit_vs_limit_fused_16.json), "
+                "[kit_vs_limit_fused_16_long.json](results/radar-precision/kit_vs_limit_fused_16_long.json)) and the "
                 "classifier layout on the fused graph (`--spec precision-layout`) in "
                 "[results/radar-precision/layout/](results/radar-precision/layout/REPORT.md); INT8 of the OCR models and "
                 "ResNet-50 (`make perf-int8-graphs`) in [results/int8/graphs.json](results/int8/graphs.json).\n",
