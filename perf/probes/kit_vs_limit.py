@@ -5,14 +5,15 @@
 `make perf-precision` measures a graph's limit once and the kit's points minutes later; on these
 shared cores the two drift apart by as much as the gap being judged (the same kit point measured
 twice in one run has differed by 15%). This probe keeps one kit server (the committed CPU profile
-serving `--graph`) running and alternates, round after round: the limit in both its layouts on the
-same chunks, then the kit at each load. Each round's kit figure is set against that round's best
-limit; the report holds every round and the median ratio per load.
+serving `--graph`, or a `--setting` over it) running and alternates, round after round: the limit
+in both its layouts on the same chunks, then the kit at each load. Each round's kit figure is set
+against that round's best limit; the report holds every round and the median ratio per load.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -21,7 +22,7 @@ from pathlib import Path
 from kit.adapters.artifacts import radar_pipeline
 from perf.engine.perf_analyzer import Load, warm_up
 from perf.engine.point import measure
-from perf.engine.targets import make_target
+from perf.engine.targets import make_target, merged
 from perf.probes.output import emit
 from perf.workloads import radar_limit
 from perf.workloads.radar import RADAR, radar_inputs
@@ -33,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, default=Path("artifacts/radar-large"))
     parser.add_argument("--graph", default="model.fused.onnx", help="the ONNX file of the model folder that both run")
+    parser.add_argument("--setting", type=json.loads, default={}, help='a kit variant, e.g. {"radar": {"instances": 16}}')
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--clients", type=int, nargs="+", default=[16, 64])
     parser.add_argument("--per-client", type=int, default=2, help="requests per client and point")
@@ -41,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     model = args.model.resolve()
-    setting = {"radar": TIMEOUTS, "radar_classifier": {"graph": args.graph, **TIMEOUTS}}
+    setting = merged({"radar": TIMEOUTS, "radar_classifier": {"graph": args.graph, **TIMEOUTS}}, args.setting)
     texts = {"name": "long", "count": args.texts, "min_chars": 100, "max_chars": 800, "seed": args.seed}
     with tempfile.TemporaryDirectory(prefix="kit-vs-limit-") as tmp:
         work = Path(tmp)
