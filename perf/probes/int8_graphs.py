@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import copy
 import json
-import sys
 import time
 from difflib import SequenceMatcher
 from pathlib import Path
@@ -47,7 +46,7 @@ from kit.pipelines.ocr.pipeline import OcrPipeline
 from kit.pipelines.ocr.recognize import character_table
 from kit.runners.onnx import OcrEngines, make_session
 from perf.engine.tables import table
-from perf.probes.output import emit
+from perf.probes.output import command_line, emit
 from samples.images import mixed_images
 from samples.renderings import corpus
 from samples.scoring import character_accuracy
@@ -246,7 +245,7 @@ def measure(args: argparse.Namespace) -> dict:
             print(row, flush=True)
             rows.append(row)
     return {
-        "command": " ".join(["python -m perf.probes.int8_graphs", *args.argv]),
+        "command": args.command,
         "onnxruntime": ort.__version__,
         "judged": judge.counts | {"fp32_lines": sum(map(len, judge.reference))},
         "calibration": {"images": len(judge.calibration_images), "seed": CALIBRATION_SEED}
@@ -276,7 +275,6 @@ COLUMNS = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ocr", type=Path, default=Path("artifacts/ocr"), help="export.ocr's folder")
     parser.add_argument("--resnet", type=Path, default=Path("artifacts/resnet50/model.onnx"))
@@ -287,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="timed passes over the inputs, after one untimed")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    args.argv = argv
+    args.command = command_line("perf.probes.int8_graphs", argv)
     report = measure(args)
     print("\n".join(table(list(COLUMNS.values()), [[r.get(k, "") for k in COLUMNS] for r in report["rows"]])))
     emit(report, args.out)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from kit.adapters.artifacts import radar_pipeline
 from perf.engine.perf_analyzer import Load, warm_up
 from perf.engine.point import measure
 from perf.engine.targets import make_target, merged
-from perf.probes.output import emit
+from perf.probes.output import command_line, emit
 from perf.workloads import radar_limit
 from perf.workloads.radar import RADAR, radar_inputs
 
@@ -72,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     ratios = {
         c: [r["kit"][c]["chunks_per_s"] / r["limit_best"] for r in rounds if not r["kit"][c]["error"]] for c in args.clients
     }
-    command = " ".join(["python -m perf.probes.kit_vs_limit", *(sys.argv[1:] if argv is None else argv)])
+    command = command_line("perf.probes.kit_vs_limit", argv)
     emit(
         {
             "command": command,

@@ -14,13 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
 from kit.adapters.artifacts import radar_pipeline
 from perf.engine.limit import CORES
-from perf.probes.output import emit
+from perf.probes.output import command_line, emit
 from perf.workloads.radar import RADAR
 from perf.workloads.radar_limit import chunk_rows, one_session, parallel_sessions
 from samples.texts import sample_texts
@@ -62,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         for layout, by_graph in rates.items()
     }
-    command = " ".join(["python -m perf.probes.radar_graphs", *(sys.argv[1:] if argv is None else argv)])
+    command = command_line("perf.probes.radar_graphs", argv)
     emit(
         {
             "command": command,
