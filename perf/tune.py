@@ -4,11 +4,12 @@
 
 Searches classifier instances x threads, then its batch cap (several 1-thread instances share the
 queue evenly only when one execution cannot take all of it), then ragged batches on or off, then
-max_queue_delay, then the number of length buckets, then entry-model instances, one axis at a time from the best so far (a
-coordinate search: each trial restarts Triton on a generated repository variant). A trial scores its
-`radar` throughput at the spec's concurrency; trials whose p99 exceeds the budget lose to any that
-meet it. The winner's RADAR entries are written into model_repository/profiles/cpu.json (other
-models' entries are kept); the spec's `base` (perf-only settings every trial shares) is not.
+max_queue_delay, then the number of length buckets, then entry-model instances, one axis at a time
+from the best so far (a coordinate search: each trial restarts Triton on a generated repository
+variant). A trial scores its `radar` throughput at the spec's concurrency; trials whose p99 exceeds
+the budget lose to any that meet it. The winner's RADAR entries are written into
+model_repository/profiles/cpu.json (other models' entries are kept); the spec's `base` (perf-only
+settings every trial shares) is not.
 """
 
 from __future__ import annotations
@@ -27,12 +28,11 @@ from perf.engine.spec import load_spec
 from perf.engine.targets import make_target, merged
 from perf.workloads.radar import RADAR, radar_inputs
 
-PREFERRED = list(load_source_config("radar_classifier").dynamic_batching.preferred_batch_size)
-
 
 def batch_cap(cap: int) -> dict:
     """The classifier capped at `cap` rows, with the source's preferred sizes that fit."""
-    return {"radar_classifier": {"max_batch_size": cap, "preferred_batch_size": [b for b in PREFERRED if b <= cap]}}
+    preferred = load_source_config("radar_classifier").dynamic_batching.preferred_batch_size
+    return {"radar_classifier": {"max_batch_size": cap, "preferred_batch_size": [b for b in preferred if b <= cap]}}
 
 
 STAGES = {
