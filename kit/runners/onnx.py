@@ -16,14 +16,23 @@ import onnxruntime as ort
 from kit.runners.batched import Inputs
 
 CPU = "CPUExecutionProvider"
+# ONNX Runtime's graph optimisation levels by name (names, not enums, cross process boundaries). The
+# kit serves "all"; "extended" and above include the transformer fusions (layer norm, GELU, attention).
+LEVELS = {
+    "none": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
 
 
-def make_session(path: Path, threads: int, provider: str = CPU, device_id: int = 0) -> ort.InferenceSession:
+def make_session(path: Path, threads: int, provider: str = CPU, device_id: int = 0, level: str = "all") -> ort.InferenceSession:
     """A session pinned to `threads`: on a shared CPU, instances x threads is the layout knob.
 
     Another `provider` (CUDAExecutionProvider, TensorrtExecutionProvider) runs on GPU `device_id`,
     with the CPU for the nodes it lacks. ONNX Runtime would fall back to the CPU silently when the
-    provider is not in its build (the CPU-only `onnxruntime` wheel), so that is refused here.
+    provider is not in its build (the CPU-only `onnxruntime` wheel), so that is refused here. A lower
+    `level` (LEVELS) is for probes that ask what ONNX Runtime's own fusions are worth.
     """
     if provider not in ort.get_available_providers():
         raise RuntimeError(
@@ -33,7 +42,7 @@ def make_session(path: Path, threads: int, provider: str = CPU, device_id: int =
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.graph_optimization_level = LEVELS[level]
     providers = [CPU] if provider == CPU else [(provider, {"device_id": device_id}), CPU]
     return ort.InferenceSession(str(path), options, providers=providers)
 

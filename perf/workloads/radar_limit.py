@@ -48,22 +48,23 @@ def run_all(session, work: list[Batch]) -> None:
         session.run(["logits"], {"input_ids": ids, "attention_mask": mask})
 
 
-def radar_job(model: Path, rows: Rows, batch_size: int, threads: int) -> Callable[[], None]:
-    session = make_session(model, threads)
+def radar_job(model: Path, rows: Rows, batch_size: int, threads: int, level: str = "all") -> Callable[[], None]:
+    session = make_session(model, threads, level=level)
     work = batches(rows, batch_size)
     run_all(session, work[:1])  # warm-up
     return functools.partial(run_all, session, work)
 
 
-def one_session(model: Path, rows: Rows, threads: int, batch_size: int) -> tuple[float, float]:
-    """(chunks per second, chunks per CPU-second of this process)."""
-    wall, cpu = timed(functools.partial(radar_job, model, rows, batch_size, threads))
+def one_session(model: Path, rows: Rows, threads: int, batch_size: int, level: str = "all") -> tuple[float, float]:
+    """(chunks per second, chunks per CPU-second of this process); `level`: ONNX Runtime's (LEVELS)."""
+    wall, cpu = timed(functools.partial(radar_job, model, rows, batch_size, threads, level))
     return len(rows) / wall, len(rows) / cpu
 
 
-def parallel_sessions(model: Path, rows: Rows, sessions: int, batch_size: int) -> tuple[float, float]:
+def parallel_sessions(model: Path, rows: Rows, sessions: int, batch_size: int, level: str = "all") -> tuple[float, float]:
     """`sessions` processes x 1 thread, each on its share of the chunks, started together."""
-    wall, cpu = in_parallel([functools.partial(radar_job, model, rows[i::sessions], batch_size, 1) for i in range(sessions)])
+    jobs = [functools.partial(radar_job, model, rows[i::sessions], batch_size, 1, level) for i in range(sessions)]
+    wall, cpu = in_parallel(jobs)
     return len(rows) / wall, len(rows) / cpu
 
 
