@@ -26,7 +26,7 @@ from kit.control.configs import REPO_ROOT
 from perf.engine import perf_analyzer
 from perf.engine.spec import load_spec
 from perf.engine.targets import make_target
-from perf.probes.output import emit
+from perf.probes.output import command_line, emit
 from perf.workloads.radar import RADAR, radar_inputs
 
 
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     emit(
         {
-            "command": " ".join(["python", "-m", "perf.probes.occupancy", *(argv if argv is not None else sys.argv[1:])]),
+            "command": command_line("perf.probes.occupancy", argv),
             "concurrency": args.concurrency,
             "requests": args.requests,
             "rows": rows,
