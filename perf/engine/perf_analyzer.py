@@ -86,6 +86,7 @@ class Load:
         return {
             **m.row(),
             "server_cpu_s": round(monitor.cpu_s, 2),
+            "server_cpu_s_by_role": {k: round(v, 2) for k, v in monitor.cpu_s_by_role.items()},
             "peak_rss_mb": round(monitor.peak_rss / 2**20),
             **difference(after, before),
         }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from pathlib import PurePath
 
 import psutil
 
@@ -28,6 +29,29 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
+def role(process: psutil.Process) -> str:
+    """What a member of a server's tree does: the model a Triton Python-backend stub serves (its
+    command names `<repository>/<model>/<version>/model.py`), else its executable's name."""
+    for arg in process.cmdline():
+        parts = PurePath(arg).parts
+        if len(parts) >= 3 and parts[-1] == "model.py":
+            return parts[-3]
+    return process.name()
+
+
+def cpu_seconds_by_role(pid: int) -> dict[str, float]:
+    """The tree's CPU seconds by `role`: where a server's cycles go (the model, the stubs around it, the server)."""
+    total: dict[str, float] = {}
+    for process in tree(pid):
+        try:
+            times = process.cpu_times()
+            name = role(process)
+        except psutil.NoSuchProcess:
+            continue
+        total[name] = total.get(name, 0.0) + times.user + times.system
+    return total
+
+
 def rss_bytes(pid: int) -> int:
     total = 0
     for process in tree(pid):
@@ -39,7 +63,8 @@ def rss_bytes(pid: int) -> int:
 
 
 class TreeMonitor:
-    """Samples a tree while a load runs: its CPU seconds over the run and its peak resident memory."""
+    """Samples a tree while a load runs: its CPU seconds over the run (in all and by role) and its peak
+    resident memory."""
 
     def __init__(self, pid: int, interval: float = 0.5):
         self.pid = pid
@@ -55,6 +80,7 @@ class TreeMonitor:
 
     def __enter__(self) -> TreeMonitor:
         self._cpu_start = cpu_seconds(self.pid)
+        self._roles_start = cpu_seconds_by_role(self.pid)
         self._thread.start()
         return self
 
@@ -63,6 +89,8 @@ class TreeMonitor:
         self._thread.join()
         self.peak_rss = max(self.peak_rss, rss_bytes(self.pid))
         self.cpu_s = cpu_seconds(self.pid) - self._cpu_start
+        end = cpu_seconds_by_role(self.pid)
+        self.cpu_s_by_role = {k: v - self._roles_start.get(k, 0.0) for k, v in sorted(end.items(), key=lambda kv: -kv[1])}
 
 
 def idle_detector(pid: int, seconds: float) -> Callable[[], bool]:
