@@ -17,7 +17,8 @@ from kit.runners.batched import Inputs
 
 CPU = "CPUExecutionProvider"
 # ONNX Runtime's graph optimisation levels by name (names, not enums, cross process boundaries). The
-# kit serves "all"; "extended" and above include the transformer fusions (layer norm, GELU, attention).
+# kit serves SERVED_LEVEL; "extended" and above include the transformer fusions (layer norm, GELU, attention).
+SERVED_LEVEL = "all"
 LEVELS = {
     "none": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
     "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
@@ -26,7 +27,9 @@ LEVELS = {
 }
 
 
-def make_session(path: Path, threads: int, provider: str = CPU, device_id: int = 0, level: str = "all") -> ort.InferenceSession:
+def make_session(
+    path: Path, threads: int, provider: str = CPU, device_id: int = 0, level: str = SERVED_LEVEL
+) -> ort.InferenceSession:
     """A session pinned to `threads`: on a shared CPU, instances x threads is the layout knob.
 
     Another `provider` (CUDAExecutionProvider, TensorrtExecutionProvider) runs on GPU `device_id`,

@@ -28,14 +28,12 @@ import onnx
 import onnxruntime as ort
 
 from kit.adapters.artifacts import radar_pipeline
-from kit.runners.onnx import LEVELS
+from kit.runners.onnx import CPU, LEVELS, SERVED_LEVEL
 from perf.engine.limit import CORES
 from perf.probes.output import command_line, emit
 from perf.workloads.radar import RADAR
 from perf.workloads.radar_limit import chunk_rows, one_session, parallel_sessions
 from samples.texts import sample_texts
-
-SERVED_LEVEL = "all"  # kit.runners.onnx.make_session's default: what the kit runs
 
 
 def operators_run(path: Path, level: str) -> dict[str, int]:
@@ -45,7 +43,7 @@ def operators_run(path: Path, level: str) -> dict[str, int]:
         options = ort.SessionOptions()
         options.graph_optimization_level = LEVELS[level]
         options.optimized_model_filepath = str(Path(tmp) / "optimized.onnx")
-        ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        ort.InferenceSession(str(path), options, providers=[CPU])
         graph = onnx.load(options.optimized_model_filepath, load_external_data=False).graph
     return dict(collections.Counter(node.op_type for node in graph.node).most_common())
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from kit.pipelines.text.radar import RadarPipeline
-from kit.runners.onnx import make_session
+from kit.runners.onnx import SERVED_LEVEL, make_session
 from perf.engine.limit import CORES, in_parallel, timed
 
 Rows = list[tuple[np.ndarray, np.ndarray]]
@@ -48,20 +48,20 @@ def run_all(session, work: list[Batch]) -> None:
         session.run(["logits"], {"input_ids": ids, "attention_mask": mask})
 
 
-def radar_job(model: Path, rows: Rows, batch_size: int, threads: int, level: str = "all") -> Callable[[], None]:
+def radar_job(model: Path, rows: Rows, batch_size: int, threads: int, level: str = SERVED_LEVEL) -> Callable[[], None]:
     session = make_session(model, threads, level=level)
     work = batches(rows, batch_size)
     run_all(session, work[:1])  # warm-up
     return functools.partial(run_all, session, work)
 
 
-def one_session(model: Path, rows: Rows, threads: int, batch_size: int, level: str = "all") -> tuple[float, float]:
+def one_session(model: Path, rows: Rows, threads: int, batch_size: int, level: str = SERVED_LEVEL) -> tuple[float, float]:
     """(chunks per second, chunks per CPU-second of this process); `level`: ONNX Runtime's (LEVELS)."""
     wall, cpu = timed(functools.partial(radar_job, model, rows, batch_size, threads, level))
     return len(rows) / wall, len(rows) / cpu
 
 
-def parallel_sessions(model: Path, rows: Rows, sessions: int, batch_size: int, level: str = "all") -> tuple[float, float]:
+def parallel_sessions(model: Path, rows: Rows, sessions: int, batch_size: int, level: str = SERVED_LEVEL) -> tuple[float, float]:
     """`sessions` processes x 1 thread, each on its share of the chunks, started together."""
     jobs = [functools.partial(radar_job, model, rows[i::sessions], batch_size, 1, level) for i in range(sessions)]
     wall, cpu = in_parallel(jobs)
