@@ -18,17 +18,6 @@ def tree(pid: int) -> list[psutil.Process]:
         return []
 
 
-def cpu_seconds(pid: int) -> float:
-    total = 0.0
-    for process in tree(pid):
-        try:
-            times = process.cpu_times()
-            total += times.user + times.system
-        except psutil.NoSuchProcess:
-            continue
-    return total
-
-
 def role(process: psutil.Process) -> str:
     """What a member of a server's tree does: the model a Triton Python-backend stub serves (its
     command names `<repository>/<model>/<version>/model.py`), else its executable's name."""
@@ -45,11 +34,18 @@ def cpu_seconds_by_role(pid: int) -> dict[str, float]:
     for process in tree(pid):
         try:
             times = process.cpu_times()
-            name = role(process)
         except psutil.NoSuchProcess:
             continue
+        try:
+            name = role(process)
+        except psutil.Error:  # a zombie's command is gone, its CPU seconds are not
+            name = "unknown"
         total[name] = total.get(name, 0.0) + times.user + times.system
     return total
+
+
+def cpu_seconds(pid: int) -> float:
+    return sum(cpu_seconds_by_role(pid).values())
 
 
 def rss_bytes(pid: int) -> int:
@@ -79,7 +75,6 @@ class TreeMonitor:
             self._stop.wait(self.interval)
 
     def __enter__(self) -> TreeMonitor:
-        self._cpu_start = cpu_seconds(self.pid)
         self._roles_start = cpu_seconds_by_role(self.pid)
         self._thread.start()
         return self
@@ -88,9 +83,9 @@ class TreeMonitor:
         self._stop.set()
         self._thread.join()
         self.peak_rss = max(self.peak_rss, rss_bytes(self.pid))
-        self.cpu_s = cpu_seconds(self.pid) - self._cpu_start
-        end = cpu_seconds_by_role(self.pid)
-        self.cpu_s_by_role = {k: v - self._roles_start.get(k, 0.0) for k, v in sorted(end.items(), key=lambda kv: -kv[1])}
+        used = {k: v - self._roles_start.get(k, 0.0) for k, v in cpu_seconds_by_role(self.pid).items()}
+        self.cpu_s_by_role = dict(sorted(used.items(), key=lambda kv: -kv[1]))
+        self.cpu_s = sum(used.values())
 
 
 def idle_detector(pid: int, seconds: float) -> Callable[[], bool]:
