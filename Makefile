@@ -255,9 +255,9 @@ gpu-dry-run: $(VENV)/gpu/.installed ## perf/gpu/run.sh on this CPU: tiny models,
 	GPU_PYTHON=$(VENV)/gpu/bin/python GPU_CARRY=$(GPU_DRY)-carry GPU_WORK=$(GPU_DRY)-work GPU_ARGS="--device cpu --quick" \
 		GPU_BUDGET_S=900 OUT=$(GPU_DRY) bash perf/gpu/run.sh
 
-$(VENV)/gpu/.installed: pyproject.toml requirements/export.lock
+$(VENV)/gpu/.installed: pyproject.toml requirements/gpu.lock
 	rm -rf $(VENV)/gpu && $(PYTHON) -m venv $(VENV)/gpu
-	$(VENV)/gpu/$(PIP_INSTALL) -c requirements/export.lock $(GPU_REQUIREMENTS)
+	$(VENV)/gpu/$(PIP_INSTALL) -c requirements/gpu.lock $(GPU_REQUIREMENTS)
 	touch $@
 
 # The front door's cost (issue 16, docs/DOOR.md): RADAR through the door and straight to Triton's gRPC port,
