@@ -164,10 +164,17 @@ def restricted_api_args(admin_key: str | None) -> list[str]:
     return [f"--http-restricted-api={restriction}", f"--grpc-restricted-protocol={restriction}"]
 
 
+# Where the Python-backend stub finds its libpython on a host whose Python keeps it off the loader's path (perf/gpu/run.sh
+# sets it): given to the server's processes alone, not to the whole environment.
+STUB_LIBRARY_ENV = "KIT_STUB_LIBRARY_PATH"
+
+
 def server_env() -> dict[str, str]:
     """The stub takes its packages from the first `python3` on PATH: make it this venv's."""
     env = os.environ.copy()
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    if env.get(STUB_LIBRARY_ENV):
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [env[STUB_LIBRARY_ENV], env.get("LD_LIBRARY_PATH")]))
     return env
 
 

@@ -47,6 +47,22 @@ def machine() -> dict:
     }
 
 
+# A tree sent without .git (the GPU host's copy) names its commit here: run.sh reads it from the carry's manifest.
+COMMIT_ENV = "KIT_COMMIT"
+
+
+def source_commit(root: Path = REPO_ROOT) -> str:
+    """The commit of the code that ran: git's where the tree has one, else $KIT_COMMIT, else "unknown"."""
+    if (root / ".git").exists():
+        try:
+            out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, timeout=30)
+            if out.returncode == 0 and out.stdout.strip():
+                return out.stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):  # no git on this host
+            pass
+    return os.environ.get(COMMIT_ENV) or "unknown"
+
+
 def sweep_target(target, spec: dict, inputs: dict[str, InputSet], work: Path) -> list[dict]:
     """Every input set at its loads, on a started target."""
     return [
@@ -146,9 +162,7 @@ def run(w: Workload, spec: dict, work: Path, families: list[str] | None, argv: l
         "machine": host,
         "model": spec["model"],
         "command": " ".join(shlex.quote(a) for a in ["python", "-m", "perf", *argv]),
-        "commit": subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True
-        ).stdout.strip(),
+        "commit": source_commit(),
         "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(started)),
         "minutes": round((time.time() - started) / 60, 1),
         "load_average_at_end": os.getloadavg(),

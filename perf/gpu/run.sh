@@ -3,11 +3,13 @@
 #
 #   bash perf/gpu/run.sh          # on the GPU host, with carry [".gpu"] (make gpu-carry), results into $OUT
 #
-# Unpacks the repacked tritonserver, installs the carried wheels into folders, makes an overlay virtualenv whose
-# python3 sees them, the host's packages and this tree (the Python-backend stub takes its packages from the first
-# python3 on PATH), checks that the stub finds its libpython, that this Python imports what the run needs and that
-# the stubs' numpy 1.x works with the host's torch, then runs `python -m perf.gpu`, which keeps to a deadline
-# counted from this script's start.
+# Unpacks the repacked tritonserver (with Python's tarfile: the host may have no xz), installs the carried wheels
+# into folders, makes an overlay virtualenv whose python3 sees them, the host's packages and this tree (the
+# Python-backend stub takes its packages from the first python3 on PATH), checks that the stub finds its libpython
+# (given to the server's processes alone, through KIT_STUB_LIBRARY_PATH), that this Python imports what the run
+# needs, that CUDA is there (unless --device cpu) and that the stubs' numpy 1.x works with the host's torch, then
+# runs `python -m perf.gpu`, which keeps to a deadline counted from this script's start and exits non-zero when a
+# phase failed or was skipped. The host has no git: the commit comes from the carry's manifest.
 # The CPU dry run (make gpu-dry-run) runs this same script with: GPU_PYTHON (the host's python3), GPU_CARRY (the
 # carried folder), GPU_WORK (scratch), GPU_ARGS (extra arguments of perf.gpu) and GPU_BUDGET_S (seconds).
 set -euo pipefail
@@ -17,7 +19,7 @@ PY=${GPU_PYTHON:-python3}
 CARRY=$(realpath "${GPU_CARRY:-.gpu}")
 WORK=$(realpath -m "${GPU_WORK:-/tmp/kit-gpu}")
 OUT=$(realpath -m "${OUT:?set OUT to the folder for the results}")
-DEADLINE=$((START + ${GPU_BUDGET_S:-565}))
+DEADLINE=$((START + ${GPU_BUDGET_S:-540}))
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 exec > >(tee "$OUT/run.log") 2>&1
@@ -30,7 +32,9 @@ echo "run.sh: python $VERSION ($("$PY" -c 'import sys; print(sys.executable)')),
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 
 rm -rf "$WORK" && mkdir -p "$WORK/server"
-tar -xJf "$TARBALL" -C "$WORK/server"
+"$PY" -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter="tar")' "$TARBALL" "$WORK/server"
+KIT_COMMIT=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1])).get("commit", ""))' "$CARRY/MANIFEST.json")
+export KIT_COMMIT
 export KIT_TRITON_DIST="$WORK/server/pytriton/tritonserver" KIT_STUB_SITE="$WORK/stub-wheels"
 for folder in wheels stub-wheels; do
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$WORK/$folder" "$CARRY/$folder"/*.whl
@@ -56,21 +60,26 @@ if [ ! -e "$LIBDIR/$LIBPYTHON" ]; then
   [ -n "$FOUND" ] || fail "$LIBPYTHON is not under $LIBDIR nor /usr, /opt, /root: the Python-backend stub cannot start"
   LIBDIR=$(dirname "$FOUND")
 fi
-export LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Only the server's processes get it (kit.control.runtime.server_env): torch and the clients keep their own libraries.
+export KIT_STUB_LIBRARY_PATH="$LIBDIR"
 for binary in bin/tritonserver backends/python/libtriton_python.so "python_backend_stubs/$VERSION/triton_python_backend_stub"; do
-  MISSING=$(ldd "$KIT_TRITON_DIST/$binary" | grep "not found" || true)
+  MISSING=$(LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$KIT_TRITON_DIST/$binary" | grep "not found" || true)
   [ -z "$MISSING" ] || fail "$binary misses libraries: $MISSING"
 done
 echo "run.sh: the stub finds $LIBDIR/$LIBPYTHON"
 
-"$VPY" - <<'EOF' || fail "this Python lacks what the run needs (see above)"
-import importlib
-for name in ("numpy", "torch", "transformers", "tokenizers", "tritonclient.grpc", "fastapi", "flask", "uvicorn",
-             "aiohttp", "pynvml", "matplotlib", "onnxruntime", "kit.runners.torch", "perf.gpu.phases"):
+case " ${GPU_ARGS:-} " in *" --device cpu "*) NEED_CUDA=0 ;; *) NEED_CUDA=1 ;; esac
+NEED_CUDA=$NEED_CUDA "$VPY" - <<'EOF' || fail "this Python cannot run the measurement (see above)"
+import importlib, os, sys
+for name in ("numpy", "torch", "transformers", "tokenizers", "onnxscript", "tritonclient.grpc", "fastapi", "flask",
+             "uvicorn", "aiohttp", "pynvml", "matplotlib", "onnxruntime", "kit.runners.torch", "export.radar",
+             "perf.gpu.prepare", "perf.gpu.phases"):
     module = importlib.import_module(name)
     print(f"  {name:<20} {getattr(module, '__version__', '-'):<14} {module.__file__}")
 import numpy, torch
 print(f"run.sh: numpy {numpy.__version__}; torch {torch.__version__}, CUDA available: {torch.cuda.is_available()}")
+if os.environ["NEED_CUDA"] == "1" and not torch.cuda.is_available():
+    sys.exit("run.sh: torch sees no CUDA device: nothing would run on the GPU (pass --device cpu in GPU_ARGS to rehearse on CPU)")
 EOF
 # What a stub process sees: the carried numpy 1.x under the host's torch and transformers.
 WORK="$WORK" "$VPY" - <<'EOF' || fail "the stubs' numpy does not work with this torch"
