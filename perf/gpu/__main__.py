@@ -17,7 +17,6 @@ import json
 import os
 import platform
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ import onnxruntime
 
 from kit.control.configs import REPO_ROOT
 from kit.control.runtime import triton_dist
+from perf.engine.sweep import source_commit
 from perf.gpu import nvml, phases
 from perf.gpu.plan import DEFAULT_BUDGET_S, FULL, QUICK, Budget, phase_estimates, plan_lines
 from perf.gpu.report import write_report
@@ -67,11 +67,10 @@ def environment() -> dict:
 
 def new_results(args: argparse.Namespace, argv: list[str]) -> dict:
     mode = QUICK if args.quick else FULL
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True).stdout
     return {
         "command": " ".join(["python -m perf.gpu", *map(shlex.quote, argv)]),
         "started": time.strftime("%Y-%m-%d %H:%M %Z"),
-        "commit": commit.strip() or "unknown",
+        "commit": source_commit(),
         "mode": mode.name,
         "placement": vars(Placement.for_device(args.device)),
         "texts": mode.texts,
@@ -124,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     budget = Budget(args.deadline or started + args.budget)
     args.out.mkdir(parents=True, exist_ok=True)
     run = phases.Run(mode, Placement.for_device(args.device), budget, args.work, new_results(args, argv))
+    run.checkpoint = lambda: save(run.results, args.out, started)
     print("\n".join(plan_lines(mode, budget)), flush=True)
     for name, phase in PHASES:
         if name != "prepare" and "prepare" not in run.results:
@@ -142,7 +142,16 @@ def main(argv: list[str] | None = None) -> int:
         save(run.results, args.out, started)
     report = save(run.results, args.out, started)
     print(f"report: {report} ({run.results['minutes']} min)", flush=True)
-    return 0
+    return exit_status(run.results)
+
+
+def exit_status(results: dict) -> int:
+    """0 only when every phase ran whole: an error or a skipped step fails the run (and the CPU rehearsal)."""
+    for problem in results["errors"]:
+        print(f"failed: {problem['what']}: {problem['error']}", file=sys.stderr)
+    for step in results["skipped"]:
+        print(f"skipped: {step['what']} ({step['why']})", file=sys.stderr)
+    return 1 if results["errors"] or results["skipped"] else 0
 
 
 if __name__ == "__main__":

@@ -37,9 +37,10 @@ def describe(index: int = 0) -> dict:
 
 
 def process_memory_mib(handle, pids: set[int]) -> float | None:
-    """GPU memory held by `pids`; None where the driver does not attribute memory to processes."""
+    """GPU memory held by `pids`; None where the driver does not attribute memory to them: no figure per process,
+    or none of them listed (in a VM or container the driver sees other process ids than ours)."""
     used = [p.usedGpuMemory for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid in pids]
-    if any(u is None for u in used):
+    if not used or any(u is None for u in used):
         return None
     return sum(used) / 2**20
 

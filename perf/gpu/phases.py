@@ -13,6 +13,7 @@ import subprocess
 import sys
 import traceback
 import urllib.request
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,8 @@ from perf.workloads.resnet import RESNET
 LOG_TAIL_LINES = 30
 # A server that is not ready by then is given up, so that a hung start leaves time for the other phases.
 START_TIMEOUT_S = 240.0
+# One accuracy request: a server that hangs fails the check instead of the whole run.
+ACCURACY_TIMEOUT_S = 30.0
 
 
 @dataclass
@@ -48,6 +51,8 @@ class Run:
     budget: Budget
     work: Path
     results: dict = field(default_factory=dict)
+    # Called after every measured point, so that a run cut short (a hang, the device's limit) keeps its rows.
+    checkpoint: Callable[[], None] = lambda: None
 
     @property
     def models(self) -> Path:
@@ -94,12 +99,15 @@ def stop_all(targets: list) -> None:
         list(pool.map(lambda target: target.stop(), targets))
 
 
-def point(run: Run, target, inputs, load, name: str) -> dict:
-    """One measured point with the GPU sampled over its window (the target's processes' memory)."""
+def point(run: Run, target, inputs, load, name: str, into: list, **extra) -> dict:
+    """One measured point with the GPU sampled over its window (the target's processes' memory), added to `into`
+    and saved at once."""
     pids = lambda: {p.pid for p in tree(target.pid)}  # noqa: E731
     with GpuSampler(pids, delay_s=load.warmup_s) as gpu:
         row = measure(target, inputs, load, run.work / "points", name)
     row["gpu"] = gpu.summary()
+    into.append({**row, **extra})
+    run.checkpoint()
     return row
 
 
@@ -123,7 +131,7 @@ def radar_accuracy(target: GpuKitTarget, texts: list[str], references: list[dict
         for text, reference in zip(texts, references):
             request = grpcclient.InferInput("TEXT", [1], "BYTES")
             request.set_data_from_numpy(np.array([text.encode("utf-8")], dtype=np.object_))
-            result = client.infer("radar", [request])
+            result = client.infer("radar", [request], client_timeout=ACCURACY_TIMEOUT_S)
             chunk_diffs.append(np.abs(result.as_numpy("CHUNK_SCORES") - np.array(reference["chunk_scores"])).max())
             score_diffs.append(abs(float(result.as_numpy("SCORE")[0]) - reference["score"]))
     finally:
@@ -144,7 +152,7 @@ def resnet_accuracy(target: GpuKitTarget, images: list[np.ndarray], references: 
         for image, reference in zip(images, references):
             request = grpcclient.InferInput("INPUT", list(image.shape), "FP32")
             request.set_data_from_numpy(image)
-            probs = client.infer("resnet50", [request]).as_numpy("PROBS")[0]
+            probs = client.infer("resnet50", [request], client_timeout=ACCURACY_TIMEOUT_S).as_numpy("PROBS")[0]
             diffs.append(np.abs(probs - np.array(reference)).max())
             agree += int(probs.argmax() == int(np.argmax(reference)))
     finally:
@@ -176,8 +184,8 @@ def radar_kit(run: Run) -> None:
             for clients in mode.clients:
                 if not run.fits_point(f"kit, {instances} radar instances, {clients} clients", mode.window_s):
                     break
-                row = point(run, target, kit_inputs, Window(clients, mode.warmup_s, mode.window_s), f"kit-{instances}-{clients}")
-                rows.append({**row, "radar_instances": instances})
+                load = Window(clients, mode.warmup_s, mode.window_s)
+                point(run, target, kit_inputs, load, f"kit-{instances}-{clients}", rows, radar_instances=instances)
     finally:
         stop_all(targets)
 
@@ -205,17 +213,14 @@ def radar_baselines(run: Run) -> None:
             for clients in mode.clients:
                 if not run.fits_point(f"Flask at {clients} clients", mode.window_s):
                     break
-                out["flask"].append(
-                    point(run, flask, bodies, HttpWindow(clients, mode.warmup_s, mode.window_s), f"flask-{clients}")
-                )
+                point(run, flask, bodies, HttpWindow(clients, mode.warmup_s, mode.window_s), f"flask-{clients}", out["flask"])
             flask.stop()
         probes = []
         for batcher in (b for b in batchers if b in started):
             if not run.fits_point(f"batcher probe {batcher.label}", mode.probe_window_s):
                 break
             load = HttpWindow(mode.probe_clients, mode.warmup_s, mode.probe_window_s)
-            probes.append((point(run, batcher, bodies, load, f"probe-{batcher.label}"), batcher))
-        out["batcher_probes"] = [row for row, _ in probes]
+            probes.append((point(run, batcher, bodies, load, f"probe-{batcher.label}", out["batcher_probes"]), batcher))
         fine = [(row, b) for row, b in probes if not row["error"]]
         if not fine:
             return
@@ -226,8 +231,7 @@ def radar_baselines(run: Run) -> None:
         for clients in mode.clients:
             if not run.fits_point(f"batcher {best.label} at {clients} clients", mode.window_s):
                 break
-            row = point(run, best, bodies, HttpWindow(clients, mode.warmup_s, mode.window_s), f"batcher-{clients}")
-            out["batcher"].append(row)
+            point(run, best, bodies, HttpWindow(clients, mode.warmup_s, mode.window_s), f"batcher-{clients}", out["batcher"])
     finally:
         stop_all([flask, *batchers])
 
@@ -255,9 +259,7 @@ def resnet(run: Run) -> None:
             for clients in mode.resnet_clients:
                 if not run.fits_point(f"resnet {target.label} at {clients} clients", mode.window_s):
                     break
-                row = point(
-                    run, target, inputs, Window(clients, mode.warmup_s, mode.window_s), f"resnet-{target.label}-{clients}"
-                )
-                run.results["resnet"]["rows"].append(row)
+                load = Window(clients, mode.warmup_s, mode.window_s)
+                point(run, target, inputs, load, f"resnet-{target.label}-{clients}", run.results["resnet"]["rows"])
     finally:
         stop_all(targets)

@@ -3,6 +3,7 @@ size check, the reduced build source, and the runtime switches the host needs. W
 perf/gpu/run.sh on the host; `make gpu-dry-run` runs the same code on CPU."""
 
 import json
+import os
 import zipfile
 
 import pytest
@@ -10,9 +11,22 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from kit.control.configs import SOURCE, RepositoryError, load_source_config, parameters
 from kit.control.gpu_embedded_profile import apply_gpu_embedded_profile
-from kit.control.runtime import DIST_ENV, ServerError, ServerOptions, server_command, triton_dist
-from perf.gpu import carry
-from perf.gpu.plan import DEFAULT_BUDGET_S, FULL, QUICK, REPORT_S, RESNET_VARIANTS, Budget, fit_units, phase_estimates
+from kit.control.runtime import DIST_ENV, STUB_LIBRARY_ENV, ServerError, ServerOptions, server_command, server_env, triton_dist
+from perf.engine.sweep import COMMIT_ENV, source_commit
+from perf.gpu import carry, nvml
+from perf.gpu.__main__ import exit_status
+from perf.gpu.plan import (
+    DEFAULT_BUDGET_S,
+    FULL,
+    HOST_SETUP_S,
+    QUICK,
+    REPORT_S,
+    RESNET_VARIANTS,
+    STOP_S,
+    Budget,
+    fit_units,
+    phase_estimates,
+)
 from perf.gpu.targets import Placement, checkpoint_manifest, cpu_config, gpu_profile, resnet_variants, torch_models
 from perf.gpu.verdicts import best_by_clients, instances_needed, radar_verdicts, resnet_verdicts
 from perf.workloads.radar import RADAR
@@ -37,8 +51,9 @@ def test_fit_units_counts_the_servers_that_fit_after_one_shared_start(left, star
     assert fit_units(left, start, unit, count) == fits
 
 
-def test_the_full_plan_fits_the_budget_that_perf_gpu_gets_by_default():
-    assert sum(phase_estimates(FULL).values()) <= DEFAULT_BUDGET_S - REPORT_S
+def test_the_full_plan_fits_the_budget_that_run_sh_leaves_it_with_the_shutdown_reserved():
+    assert sum(phase_estimates(FULL).values()) <= DEFAULT_BUDGET_S - HOST_SETUP_S - Budget(0.0).reserve_s
+    assert Budget(0.0).reserve_s >= REPORT_S + STOP_S
 
 
 def test_the_dry_run_exercises_every_phase_and_every_verdict():
@@ -253,3 +268,49 @@ def test_the_baselines_refuse_an_unknown_runner(tmp_path, monkeypatch):
     monkeypatch.setenv("RADAR_RUNNER", "tensorrt")
     with pytest.raises(ValueError, match="tensorrt"):
         logits_from_env(tmp_path)
+
+
+def test_only_the_servers_processes_get_the_stubs_library_path(monkeypatch):
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/host/lib")
+    monkeypatch.delenv(STUB_LIBRARY_ENV, raising=False)
+    assert server_env()["LD_LIBRARY_PATH"] == "/host/lib"
+    monkeypatch.setenv(STUB_LIBRARY_ENV, "/opt/python/lib")
+    assert server_env()["LD_LIBRARY_PATH"] == "/opt/python/lib:/host/lib"
+    assert os.environ["LD_LIBRARY_PATH"] == "/host/lib"
+
+
+# --- what a run reports: its commit, its exit status, the GPU memory it saw --------------------------------------
+
+
+def test_a_tree_without_git_names_the_commit_the_carry_recorded(tmp_path, monkeypatch):
+    monkeypatch.delenv(COMMIT_ENV, raising=False)
+    assert source_commit(tmp_path) == "unknown"
+    monkeypatch.setenv(COMMIT_ENV, "abc1234+changes")
+    assert source_commit(tmp_path) == "abc1234+changes"
+    assert source_commit() not in ("unknown", "abc1234+changes")  # this checkout has git
+
+
+def test_the_run_fails_when_a_phase_failed_or_was_skipped():
+    clean = {"errors": [], "skipped": []}
+    assert exit_status(clean) == 0
+    assert exit_status({**clean, "skipped": [{"what": "resnet", "why": "3 s left"}]}) == 1
+    assert exit_status({**clean, "errors": [{"what": "prepare", "error": "ModuleNotFoundError('onnxscript')"}]}) == 1
+
+
+class FakeProcess:
+    def __init__(self, pid, used):
+        self.pid, self.usedGpuMemory = pid, used
+
+
+@pytest.mark.parametrize(
+    "listed, expected",
+    [
+        ([FakeProcess(7, 2 * 2**20), FakeProcess(8, 2**20), FakeProcess(99, 2**30)], 3.0),
+        ([], None),  # a VM or container: the driver lists other process ids, or none
+        ([FakeProcess(99, 2**30)], None),
+        ([FakeProcess(7, None)], None),
+    ],
+)
+def test_gpu_memory_of_the_target_falls_back_to_the_device_where_nvml_lists_none_of_it(monkeypatch, listed, expected):
+    monkeypatch.setattr(nvml.pynvml, "nvmlDeviceGetComputeRunningProcesses", lambda handle: listed)
+    assert nvml.process_memory_mib(object(), {7, 8}) == expected
