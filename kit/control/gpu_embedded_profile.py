@@ -6,14 +6,15 @@ Derived by backend from the same sources as the other profiles, never by model n
 - `onnxruntime` models become Python-backend models on one of the kit's runners, by `runner`:
   "torch": the PyTorch checkpoint the export saved beside the ONNX file (`checkpoint/`, linked by
   artifacts.json), on `KIND_GPU` instances on each GPU in `gpus`, in `dtype` (fp16 unless set),
-  with `cuda_graphs` (kit.runners.torch);
+  with `cuda_graphs` (kit.runners.torch); `"device": "cpu"` runs it on `KIND_CPU` instances instead
+  (the CPU rehearsal of a GPU run, or a host whose GPU is taken);
   "onnx" (the default): the ONNX file with `threads` on ONNX Runtime's `provider`, on `KIND_CPU`
   instances for the CPU provider (the default) and on `KIND_GPU` ones on `gpus` for the CUDA or
   TensorRT provider (onnxruntime-gpu).
   Either runner takes its inputs in CPU memory (FORCE_CPU_ONLY_INPUT_TENSORS) and moves them itself.
 - `python` models (entry models, pre/post-processing) stay on `KIND_CPU`: they hold no weights.
 
-Settings: `runner`, `gpus` (default [0]), `dtype`, `cuda_graphs`, `threads`, `provider`, and the
+Settings: `runner`, `gpus` (default [0]), `device`, `dtype`, `cuda_graphs`, `threads`, `provider`, and the
 common ones of kit.control.profiles; `instances` counts per GPU for a GPU placement. The values
 of the runner settings are checked by their typed settings (kit.adapters.settings) at build.
 """
@@ -25,19 +26,25 @@ from tritonclient.grpc import model_config_pb2 as mc
 from kit.control.configs import RepositoryError, copy_config, set_parameter
 from kit.control.profiles import COMMON, apply_common, check_keys
 
-RUNNER_KEYS = {"torch": frozenset({"gpus", "dtype", "cuda_graphs"}), "onnx": frozenset({"gpus", "threads", "provider"})}
+RUNNER_KEYS = {"torch": frozenset({"gpus", "device", "dtype", "cuda_graphs"}), "onnx": frozenset({"gpus", "threads", "provider"})}
+TORCH_DEVICES = ("cuda", "cpu")
 SETTINGS = COMMON | {"runner"} | RUNNER_KEYS["torch"] | RUNNER_KEYS["onnx"]
 CHECKPOINT = "checkpoint"
 CPU_PROVIDER = "CPUExecutionProvider"
 
 
 def _torch_runner(config: mc.ModelConfig, settings: dict) -> bool:
-    """Sets the PyTorch runner's parameters; True: it runs on a GPU (always, in this profile)."""
+    """Sets the PyTorch runner's parameters; True when it runs on a GPU (unless `device` is "cpu")."""
+    device = settings.get("device", "cuda")
+    if device not in TORCH_DEVICES:
+        raise RepositoryError(f"{config.name}: device {device!r} is not one of {', '.join(TORCH_DEVICES)}")
+    if device == "cpu" and "gpus" in settings:
+        raise RepositoryError(f"{config.name}: `gpus` places GPU instances, but device cpu runs on the CPU")
     set_parameter(config, "torch_model", CHECKPOINT)
     set_parameter(config, "dtype", settings.get("dtype", "fp16"))
-    set_parameter(config, "device", "cuda")
+    set_parameter(config, "device", device)
     set_parameter(config, "cuda_graphs", settings.get("cuda_graphs", 0))
-    return True
+    return device == "cuda"
 
 
 def _onnx_runner(config: mc.ModelConfig, settings: dict) -> bool:

@@ -76,9 +76,10 @@ def check_settings(model: str, config: mc.ModelConfig, files: dict[str, Path]) -
     if config.backend != "python":
         return
     params = parameters(config)
-    served = params.get("onnx_model")
-    if served is not None and served not in files:
-        raise RepositoryError(f"{model} serves {served}, which the export did not write; run `make export`")
+    for runner in RUNNERS:  # the graph or checkpoint the profile's runner serves, whichever the export wrote
+        served = params.get(runner)
+        if served is not None and served not in files:
+            raise RepositoryError(f"{model} serves {served}, which the export did not write; run `make export`")
     kind = settings_class(model, params)
     if kind is None:
         raise RepositoryError(f"{model}: a Python-backend model without typed settings in kit.adapters.settings")

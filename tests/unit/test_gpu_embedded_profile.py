@@ -106,6 +106,8 @@ def test_cuda_provider_moves_an_onnx_network_to_the_listed_gpus():
         ("ocr_det", {"runner": "onnx", "gpus": [0]}, "provider CPUExecutionProvider runs on the CPU"),
         ("radar", {"gpus": [0]}, "are for ONNX models on a runner, not a Python model"),
         ("radar_classifier", {"runner": "torch", "preferred_batch_size": [64]}, "exceed max_batch_size 32"),
+        ("radar_classifier", {"runner": "torch", "device": "tpu"}, "device 'tpu' is not one of cuda, cpu"),
+        ("radar_classifier", {"runner": "torch", "device": "cpu", "gpus": [0]}, "device cpu runs on the CPU"),
     ],
 )
 def test_settings_that_cannot_work_are_refused_with_a_reason(model, settings, message):
@@ -165,3 +167,11 @@ def test_built_repository_installs_the_runners_and_links_the_checkpoints(tmp_pat
             assert (version / "model.py").read_text() == runner[0].read_text()
     for model in TORCH_MODELS:
         assert (tmp_path / "repo" / model / "1" / "checkpoint" / "config.json").is_file()
+
+
+def test_the_pytorch_runner_on_the_cpu_takes_cpu_instances():
+    config = apply_gpu_embedded_profile(
+        load_source_config("resnet50_backbone"), {"runner": "torch", "device": "cpu", "dtype": "fp32", "instances": 2}
+    )
+    assert parameters(config)["device"] == "cpu" and parameters(config)["dtype"] == "fp32"
+    assert [(g.kind, list(g.gpus), g.count) for g in config.instance_group] == [(mc.ModelInstanceGroup.KIND_CPU, [], 2)]
