@@ -82,8 +82,8 @@ def door_key(host: str, environ=os.environ) -> str | None:
 class Door:
     """The front door as a child process (`python -m door`) in front of the server's gRPC port."""
 
-    def __init__(self, triton: str, host: str, port: int, key: str | None):
-        self.triton, self.host, self.port, self.key = triton, host, port, key
+    def __init__(self, triton: str, host: str, port: int, key: str | None, log_path: Path | None = None):
+        self.triton, self.host, self.port, self.key, self.log_path = triton, host, port, key, log_path
         self.process: subprocess.Popen | None = None
 
     @property
@@ -106,7 +106,14 @@ class Door:
             "--wait",
             "60",
         ]
-        self.process = subprocess.Popen(command, env=env, start_new_session=True)
+        log = open(self.log_path, "ab") if self.log_path else None  # else the terminal's, as `make serve` shows it
+        try:
+            self.process = subprocess.Popen(
+                command, env=env, stdout=log, stderr=subprocess.STDOUT if log else None, start_new_session=True
+            )
+        finally:
+            if log:
+                log.close()
         deadline = time.monotonic() + timeout
         while not self.answers():
             if self.process.poll() is not None:
