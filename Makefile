@@ -41,7 +41,7 @@ help: ## show this help
 serve: $(VENV)/serve/.installed export ## export if needed, build the CPU repository, run tritonserver on 127.0.0.1:8000/8001/8002
 	$(SERVE_PY) -m kit.control.serve $(SERVE_ARGS)
 
-test: lint test-export test-serve ## set everything up, then lint and run the whole test suite against a real tritonserver
+test: lint test-export test-serve gpu-dry-run ## set everything up, then lint, run the whole test suite against a real tritonserver and rehearse the GPU run on this CPU
 
 lint: $(VENV)/serve/.installed ## ruff lint and format check, and the import layering contracts (pyproject.toml)
 	$(VENV)/serve/bin/ruff check .
@@ -235,10 +235,11 @@ perf-int8-graphs: $(VENV)/serve/.installed $(OCR_ONNX) $(RESNET_ONNX) system-dep
 perf-ocr-rendered: $(VENV)/serve/.installed $(OCR_ONNX) system-deps ## OCR served at 8 clients on rendered pages, committed sizing vs RapidOCR's side by side -> perf/results/ocr/rendered/REPORT.md (10 min)
 	$(SERVE_PY) -m perf sweep --spec ocr-rendered --out perf/results/ocr/rendered
 
-# GPU measurement (issue 13, docs/GPU.md): one device call runs `bash perf/gpu/run.sh` on the GPU host with the
-# carry that gpu-carry builds in .gpu/ (ignored); gpu-dry-run runs the same script and code on this CPU with tiny
-# models. .venv/gpu stands for the host's Python: the `gpu` extra's packages, without the kit installed and
-# without what the carry brings.
+# The GPU run (docs/GPU.md): one device call runs `bash deploy/gpu_host/run.sh` on the GPU host with the carry that
+# gpu-carry builds in .gpu/ (ignored): the perf spec `gpu` on the engine. gpu-dry-run runs the same script and code
+# on this CPU (the spec `gpu-quick`, tiny models, the PyTorch runner in FP32), and fails when any step failed or was
+# skipped: `make test` runs it, so that the GPU path cannot rot between the rare runs on a GPU host. .venv/gpu stands
+# for the host's Python: the `gpu` extra's packages, without the kit installed and without what the carry brings.
 GPU_PYTHON_VERSION ?= 3.12
 GPU_CARRY := .gpu
 GPU_DRY := build/gpu-dry-run
@@ -248,12 +249,13 @@ LOCAL_PYTHON_VERSION = $(shell $(PYTHON) -c 'import sys; print(f"{sys.version_in
 .PHONY: gpu-carry gpu-dry-run
 
 gpu-carry: ## the GPU host's carry in .gpu/: tritonserver repacked and the wheels it lacks (GPU_PYTHON_VERSION); prints its size
-	$(PYTHON) -m perf.gpu.carry --python $(GPU_PYTHON_VERSION) --out $(GPU_CARRY)
+	$(PYTHON) -m deploy.gpu_host.carry --python $(GPU_PYTHON_VERSION) --out $(GPU_CARRY)
 
-gpu-dry-run: $(VENV)/gpu/.installed ## perf/gpu/run.sh on this CPU: tiny models, FP32, short windows (a few minutes) -> build/gpu-dry-run/REPORT.md
-	$(PYTHON) -m perf.gpu.carry --python $(LOCAL_PYTHON_VERSION) --out $(GPU_DRY)-carry
-	GPU_PYTHON=$(VENV)/gpu/bin/python GPU_CARRY=$(GPU_DRY)-carry GPU_WORK=$(GPU_DRY)-work GPU_ARGS="--device cpu --quick" \
-		GPU_BUDGET_S=900 OUT=$(GPU_DRY) bash perf/gpu/run.sh
+gpu-dry-run: $(VENV)/gpu/.installed ## deploy/gpu_host/run.sh on this CPU: the gpu-quick spec, tiny models in FP32 (a few minutes) -> build/gpu-dry-run/
+	$(PYTHON) -m deploy.gpu_host.carry --python $(LOCAL_PYTHON_VERSION) --out $(GPU_DRY)-carry
+	rm -rf $(GPU_DRY)
+	GPU_PYTHON=$(VENV)/gpu/bin/python GPU_CARRY=$(GPU_DRY)-carry GPU_WORK=$(GPU_DRY)-work GPU_SPEC=gpu-quick GPU_DEVICE=cpu \
+		GPU_BUDGET_S=900 OUT=$(GPU_DRY) bash deploy/gpu_host/run.sh
 
 $(VENV)/gpu/.installed: pyproject.toml requirements/gpu.lock
 	rm -rf $(VENV)/gpu && $(PYTHON) -m venv $(VENV)/gpu

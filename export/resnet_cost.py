@@ -7,7 +7,8 @@ Runtime with the session settings of the kit's runner and the backbone's thread 
 profile, on square images of a few sides at a few batch sizes (median of `--repeat` runs after one
 warm-up), and writes the samples and the fitted model. The served path adds a fixed cost per
 backbone call on top (BLS and the Python backend), which this leaves out: merging saves it too, so
-the cost policy errs on the side of not merging.
+the cost policy errs on the side of not merging. `measure` takes any runner of those tensors: a GPU
+host measures the PyTorch runner on its device the same way (deploy.gpu_host.models).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -27,14 +29,15 @@ from kit.runners.onnx import make_session
 
 SIDES = (64, 128, 176, 224, 288)
 BATCHES = (1, 4)
+Run = Callable[[dict[str, np.ndarray]], object]
 
 
 def default_threads(model: str = "resnet50_backbone") -> int:
     return int(load_profile("cpu")["models"].get(model, {}).get("threads", 1))
 
 
-def measure(path: Path, threads: int, sides=SIDES, batches=BATCHES, repeat: int = 3) -> list[tuple[int, int, float]]:
-    session = make_session(path, threads)
+def measure(run: Run, sides=SIDES, batches=BATCHES, repeat: int = 3) -> list[tuple[int, int, float]]:
+    """(batch, values per image, median seconds) of `run` on square images of each side at each batch size."""
     rng = np.random.default_rng(0)
     samples = []
     for side in sides:
@@ -43,15 +46,22 @@ def measure(path: Path, threads: int, sides=SIDES, batches=BATCHES, repeat: int 
                 "pixel_values": rng.standard_normal((batch, 3, side, side), dtype=np.float32),
                 "image_sizes": np.full((batch, 2), side, dtype=np.int64),
             }
-            session.run(None, feed)
+            run(feed)
             times = []
             for _ in range(repeat):
                 start = time.perf_counter()
-                session.run(None, feed)
+                run(feed)
                 times.append(time.perf_counter() - start)
             samples.append((batch, 3 * side * side, statistics.median(times)))
             print(f"  {batch} x {side}x{side}: {1000 * samples[-1][2]:.1f} ms", file=sys.stderr, flush=True)
     return samples
+
+
+def write_cost(samples: list[tuple[int, int, float]], out: Path, **facts) -> CostModel:
+    """Fit the cost model and write it with its samples (and what it was measured on) as the merge policy reads it."""
+    model = CostModel.fit(samples)
+    out.write_text(json.dumps({"model": model.to_json(), **facts, "samples": samples}, indent=2) + "\n")
+    return model
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,9 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
     threads = args.threads or default_threads()
-    samples = measure(args.model, threads, repeat=args.repeat)
-    model = CostModel.fit(samples)
-    args.out.write_text(json.dumps({"model": model.to_json(), "threads": threads, "samples": samples}, indent=2) + "\n")
+    session = make_session(args.model, threads)
+    model = write_cost(measure(lambda feed: session.run(None, feed), repeat=args.repeat), args.out, threads=threads)
     print(
         f"wrote {args.out}: fixed ms {[round(1000 * f, 2) for f in model.fixed]}, "
         f"per item ms {[round(1000 * p, 2) for p in model.per_item]} at {threads} thread(s)"

@@ -2,11 +2,14 @@
 
     python -m perf sweep --spec full --out perf/results/radar       # make perf
     python -m perf sweep --spec quick                               # make perf-quick: build/perf/results-quick
+    python -m perf sweep --spec gpu --deadline T --out DIR          # the GPU run (deploy/gpu-host/run.sh)
     python -m perf report                                           # every perf/results/<workload>/REPORT.md, and perf/RESULTS.md
 
 A spec's `workload` (perf.workloads: radar, radar-precision, ocr, resnet) picks the inputs, the kit's models and the
 baselines. A sweep writes results.json, sweeps.csv, probes.csv, plots and REPORT.md into --out; when
---out is the workload's folder under perf/results/, the index perf/RESULTS.md is regenerated too.
+--out is the workload's folder under perf/results/, the index perf/RESULTS.md is regenerated too. A suite
+spec runs each of its specs into a subfolder of --out and writes an index of them there. The command
+exits 1 when a step failed or was skipped (a deadline too near, a server that did not start).
 """
 
 from __future__ import annotations
@@ -15,11 +18,15 @@ import argparse
 import json
 import os
 import sys
+import time
+import traceback
 from pathlib import Path
 
 from kit.control.configs import REPO_ROOT
 from perf.engine import report, sweep
+from perf.engine.budget import Budget
 from perf.engine.spec import load_spec
+from perf.engine.targets import merged
 from perf.workloads import WORKLOADS
 
 
@@ -32,20 +39,53 @@ def committed() -> list[tuple]:
     ]
 
 
-def run_sweep(args: argparse.Namespace, argv: list[str]) -> int:
-    spec = load_spec(args.spec)
-    spec["path"] = os.path.relpath(spec["path"], REPO_ROOT)
+def run_one(spec: dict, out: Path, work: Path, args: argparse.Namespace, argv: list[str], budget: Budget) -> dict:
+    """One spec into `out`: its results, CSVs, plots and report."""
     w = WORKLOADS[spec.get("workload", "radar")]
     if args.max_concurrency:
         for loads in [spec["sweep"], *spec["extra"].values()]:
             loads["concurrency"] = [c for c in loads.get("concurrency", []) if c <= args.max_concurrency]
-    out = args.out or REPO_ROOT / "build" / "perf" / f"results-{Path(spec['path']).stem}"
-    results = sweep.run(w, spec, args.work / Path(spec["path"]).stem, args.families, argv)
+    budget.estimates.update(spec.get("budget", {}))
+    results = sweep.run(w, spec, work, args.families, argv, budget, out)
     sweep.write_results(results, out)
     print(f"report: {report.write_report(results, w, out)} ({results['minutes']} min)")
     if out.resolve() == (report.RESULTS / w.name).resolve():
         print(f"index: {report.write_index(committed())}")
-    return 0
+    return results
+
+
+def failed(results: list[dict]) -> bool:
+    """Whether a step failed or was skipped, each said on stderr."""
+    for r in results:
+        for problem in r["errors"]:
+            print(f"failed: {problem['what']}: {problem['error']}", file=sys.stderr)
+        for step in r["skipped"]:
+            print(f"skipped: {step['what']} ({step['why']})", file=sys.stderr)
+    return any(r["errors"] or r["skipped"] for r in results)
+
+
+def run_sweep(args: argparse.Namespace, argv: list[str]) -> int:
+    spec = load_spec(args.spec)
+    name = Path(spec["path"]).stem
+    spec["path"] = os.path.relpath(spec["path"], REPO_ROOT)
+    out = args.out or REPO_ROOT / "build" / "perf" / f"results-{name}"
+    deadline = args.deadline or (time.time() + args.budget if args.budget else None)
+    budget = Budget(deadline)
+    if "suite" not in spec:
+        return int(failed([run_one(merged(spec, args.override), out, args.work / name, args, argv, budget)]))
+    runs, broken = {}, []
+    for part, part_spec in spec["suite"].items():
+        part_spec = merged(part_spec, args.override) | {"path": f"{spec['path']}#{part}"}
+        try:
+            runs[part] = run_one(part_spec, out / part, args.work / name / part, args, argv, budget)
+        except Exception:  # one part that cannot run (no model, a config the builder refuses) leaves the others theirs
+            traceback.print_exc()
+            broken.append(part)
+    reports = [(WORKLOADS[r["workload"]], r, out / part / "REPORT.md") for part, r in runs.items()]
+    print(f"index: {report.write_index(reports, out / 'REPORT.md', title=spec.get('title'))}")
+    for part in broken:
+        print(f"failed: the suite's part {part!r} did not run (see above)", file=sys.stderr)
+    return int(failed(list(runs.values())) or bool(broken))
 
 
 def regenerate() -> int:
@@ -67,6 +107,14 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--work", type=Path, default=REPO_ROOT / "build" / "perf", help="repositories, logs, raw perf_analyzer files")
     s.add_argument("--families", nargs="+", help="only these target families")
     s.add_argument("--max-concurrency", type=int, help="leave out the spec's loads above this many clients")
+    s.add_argument("--deadline", type=float, help="Unix time by which the run must have written its results")
+    s.add_argument("--budget", type=float, help="seconds from now by which it must have (without --deadline)")
+    s.add_argument(
+        "--override",
+        type=json.loads,
+        default={},
+        help='JSON laid over the spec (each spec of a suite), e.g. \'{"placement": {"device": "cpu", "dtype": "fp32"}}\'',
+    )
     commands.add_parser("report", help="regenerate every committed REPORT.md and perf/RESULTS.md from their results.json")
     args = parser.parse_args(argv)
     if args.command == "report":

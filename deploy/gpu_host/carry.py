@@ -1,4 +1,4 @@
-"""The carry for the GPU host (`make gpu-carry`): what perf/gpu/run.sh needs there and the host lacks.
+"""The carry for the GPU host (`make gpu-carry`): what deploy/gpu_host/run.sh needs there and the host lacks.
 
 The H100 host has no package index and takes at most 64 MiB of files, the working tree and the carried folder
 together. Its Python has PyTorch, transformers, tokenizers, numpy 2, grpcio and aiohttp, but no tritonserver,
@@ -19,7 +19,7 @@ tritonclient, FastAPI or Flask. The carry holds:
 
 Versions are the serve lock's. Wheels are downloaded once into a cache (build/gpu-cache) and copied.
 
-    python -m perf.gpu.carry --python 3.12 --out .gpu
+    python -m deploy.gpu_host.carry --python 3.12 --out .gpu
 """
 
 from __future__ import annotations

@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# The whole GPU measurement of issue 13 in one device call (docs/GPU.md), from the repository's root:
+# The GPU run (docs/GPU.md) in one device call, from the repository's root:
 #
-#   bash perf/gpu/run.sh          # on the GPU host, with carry [".gpu"] (make gpu-carry), results into $OUT
+#   bash deploy/gpu_host/run.sh          # on the GPU host, with carry [".gpu"] (make gpu-carry), results into $OUT
 #
 # Unpacks the repacked tritonserver (with Python's tarfile: the host may have no xz), installs the carried wheels
 # into folders, makes an overlay virtualenv whose python3 sees them, the host's packages and this tree (the
 # Python-backend stub takes its packages from the first python3 on PATH), checks that the stub finds its libpython
 # (given to the server's processes alone, through KIT_STUB_LIBRARY_PATH), that this Python imports what the run
-# needs, that CUDA is there (unless --device cpu) and that the stubs' numpy 1.x works with the host's torch, then
-# runs `python -m perf.gpu`, which keeps to a deadline counted from this script's start and exits non-zero when a
-# phase failed or was skipped. The host has no git: the commit comes from the carry's manifest.
-# The CPU dry run (make gpu-dry-run) runs this same script with: GPU_PYTHON (the host's python3), GPU_CARRY (the
-# carried folder), GPU_WORK (scratch), GPU_ARGS (extra arguments of perf.gpu) and GPU_BUDGET_S (seconds).
+# needs, that CUDA is there (unless GPU_DEVICE=cpu) and that the stubs' numpy 1.x works with the host's torch. Then
+# it generates the models where they are served (deploy.gpu_host.models) and runs the spec GPU_SPEC (default
+# perf/specs/gpu.json, a suite: RADAR, then ResNet-50) on the engine, `python -m perf sweep`, against a deadline
+# counted from this script's start; the sweep skips and records what no longer fits and exits non-zero when a
+# step failed or was skipped. The device returns at most 8 files: $OUT gets run.log, the suite's REPORT.md, each
+# part's report as <part>.md and everything (results.json, CSVs, plots) in results.tar.gz. The host has no git:
+# the commit comes from the carry's manifest.
+#
+# The CPU rehearsal (make gpu-dry-run) runs this same script with: GPU_PYTHON (the host's python3), GPU_CARRY (the
+# carried folder), GPU_WORK (scratch), GPU_SPEC=gpu-quick, GPU_DEVICE=cpu and GPU_BUDGET_S (seconds).
 set -euo pipefail
 START=$(date +%s)
 ROOT=$(pwd)
@@ -19,7 +24,10 @@ PY=${GPU_PYTHON:-python3}
 CARRY=$(realpath "${GPU_CARRY:-.gpu}")
 WORK=$(realpath -m "${GPU_WORK:-/tmp/kit-gpu}")
 OUT=$(realpath -m "${OUT:?set OUT to the folder for the results}")
+SPEC=${GPU_SPEC:-gpu}
+DEVICE=${GPU_DEVICE:-cuda}
 DEADLINE=$((START + ${GPU_BUDGET_S:-540}))
+MODELS="$ROOT/build/gpu/models"
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 exec > >(tee "$OUT/run.log") 2>&1
@@ -28,7 +36,7 @@ fail() { echo "run.sh: $*" >&2; exit 3; }
 VERSION=$("$PY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 TARBALL="$CARRY/tritonserver-py$VERSION.tar.xz"
 [ -f "$TARBALL" ] || fail "no $TARBALL: the carry was built for another Python (make gpu-carry GPU_PYTHON_VERSION=$VERSION)"
-echo "run.sh: python $VERSION ($("$PY" -c 'import sys; print(sys.executable)')), carry $CARRY, work $WORK"
+echo "run.sh: python $VERSION ($("$PY" -c 'import sys; print(sys.executable)')), carry $CARRY, work $WORK, spec $SPEC on $DEVICE"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 
 rm -rf "$WORK" && mkdir -p "$WORK/server"
@@ -68,18 +76,17 @@ for binary in bin/tritonserver backends/python/libtriton_python.so "python_backe
 done
 echo "run.sh: the stub finds $LIBDIR/$LIBPYTHON"
 
-case " ${GPU_ARGS:-} " in *" --device cpu "*) NEED_CUDA=0 ;; *) NEED_CUDA=1 ;; esac
-NEED_CUDA=$NEED_CUDA "$VPY" - <<'EOF' || fail "this Python cannot run the measurement (see above)"
+DEVICE=$DEVICE "$VPY" - <<'EOF' || fail "this Python cannot run the measurement (see above)"
 import importlib, os, sys
 for name in ("numpy", "torch", "transformers", "tokenizers", "onnxscript", "tritonclient.grpc", "fastapi", "flask",
-             "uvicorn", "aiohttp", "pynvml", "matplotlib", "onnxruntime", "kit.runners.torch", "export.radar",
-             "perf.gpu.prepare", "perf.gpu.phases"):
+             "uvicorn", "aiohttp", "pynvml", "matplotlib", "onnxruntime", "kit.runners.torch", "deploy.gpu_host.models",
+             "perf.__main__"):
     module = importlib.import_module(name)
-    print(f"  {name:<20} {getattr(module, '__version__', '-'):<14} {module.__file__}")
+    print(f"  {name:<22} {getattr(module, '__version__', '-'):<14} {module.__file__}")
 import numpy, torch
 print(f"run.sh: numpy {numpy.__version__}; torch {torch.__version__}, CUDA available: {torch.cuda.is_available()}")
-if os.environ["NEED_CUDA"] == "1" and not torch.cuda.is_available():
-    sys.exit("run.sh: torch sees no CUDA device: nothing would run on the GPU (pass --device cpu in GPU_ARGS to rehearse on CPU)")
+if os.environ["DEVICE"] == "cuda" and not torch.cuda.is_available():
+    sys.exit("run.sh: torch sees no CUDA device: nothing would run on the GPU (GPU_DEVICE=cpu rehearses on the CPU)")
 EOF
 # What a stub process sees: the carried numpy 1.x under the host's torch and transformers.
 WORK="$WORK" "$VPY" - <<'EOF' || fail "the stubs' numpy does not work with this torch"
@@ -91,6 +98,22 @@ assert torch.from_numpy(numpy.arange(4, dtype=numpy.int64)).half().numpy().tolis
 print(f"run.sh: the stubs get numpy {numpy.__version__} ({numpy.__file__}), with torch {torch.__version__}")
 EOF
 
-# shellcheck disable=SC2086 # GPU_ARGS is a list of arguments
-"$VPY" -m perf.gpu --out "$OUT" --work "$WORK/run" --deadline "$DEADLINE" ${GPU_ARGS:-}
-echo "run.sh: done in $(($(date +%s) - START)) s"
+TINY=()
+[ "$SPEC" = "gpu-quick" ] && TINY=(--tiny)
+OVERRIDE='{}'
+[ "$DEVICE" = "cpu" ] && OVERRIDE='{"placement": {"device": "cpu", "dtype": "fp32"}}'
+rm -rf "$MODELS"
+"$VPY" -m deploy.gpu_host.models --out "$MODELS" --device "$DEVICE" "${TINY[@]}"
+STATUS=0
+"$VPY" -m perf sweep --spec "$SPEC" --deadline "$DEADLINE" --override "$OVERRIDE" --out "$WORK/results" --work "$WORK/perf" \
+  || STATUS=$?
+
+# At most 8 files come back: the index, each part's report beside it, and everything else packed.
+cp "$WORK/results/REPORT.md" "$OUT/REPORT.md" 2>/dev/null || echo "run.sh: the sweep wrote no index"
+for report in "$WORK"/results/*/REPORT.md; do
+  [ -f "$report" ] && cp "$report" "$OUT/$(basename "$(dirname "$report")").md"
+done
+[ -d "$WORK/results" ] && "$PY" -c 'import sys, tarfile; tarfile.open(sys.argv[1], "w:gz").add(sys.argv[2], arcname="results")' \
+  "$OUT/results.tar.gz" "$WORK/results"
+echo "run.sh: done in $(($(date +%s) - START)) s, sweep exit status $STATUS"
+exit "$STATUS"

@@ -9,7 +9,7 @@ service takes those of the committed CPU profile for the model folder.
 
 RADAR_RUNNER=torch runs the checkpoint the export saved (`checkpoint/`) on the kit's PyTorch runner
 instead, in RADAR_TORCH_DTYPE (default fp16) on RADAR_TORCH_DEVICE (default cuda): the model the
-gpu-embedded profile serves, so that a GPU run compares designs on one model (perf/gpu).
+gpu-embedded profile serves, so that a GPU run compares designs on one model (perf/specs/gpu.json).
 """
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ class RadarModel:
         return self.respond(plan, [self.logits(g.input_ids, g.attention_mask) for g in plan.groups])
 
 
-def committed(model_dir: Path) -> tuple[dict, str]:
-    """The `radar` parameters and the classifier's graph that the committed CPU profile serves from the folder.
+def committed(model_dir: Path) -> tuple[dict, dict]:
+    """The `radar` parameters and the classifier's that the committed CPU profile serves from the folder.
     Only for a service started by hand: the workloads' imports would add to the memory a benchmark measures."""
     from perf.workloads.radar import RADAR
 
@@ -85,7 +85,7 @@ def logits_from_env(model_dir: Path) -> Logits:
         raise ValueError(f"RADAR_RUNNER={runner!r} is not one of {RUNNERS}")
     if runner == "torch":
         return torch_logits(model_dir, os.environ.get("RADAR_TORCH_DTYPE", "fp16"), os.environ.get("RADAR_TORCH_DEVICE", "cuda"))
-    graph = os.environ.get("RADAR_GRAPH") or committed(model_dir)[1]
+    graph = os.environ.get("RADAR_GRAPH") or committed(model_dir)[1]["onnx_model"]
     return onnx_logits(model_dir / graph, int(os.environ.get("ORT_THREADS", "1")))
 
 

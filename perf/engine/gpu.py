@@ -1,8 +1,9 @@
-"""The GPU's utilisation and memory during a measured window, from NVML (nvidia-ml-py's `pynvml`).
+"""The GPU's utilisation and memory during a measured point, from NVML (nvidia-ml-py's `pynvml`), for a spec
+with `"gpu": true`.
 
-A thread samples every `interval_s` from the end of the window's warm-up to its end: utilisation of the device
+A thread samples every `interval_s` from the end of the point's warm-up to its end: utilisation of the device
 (the share of time a kernel ran) and the GPU memory of the measured target's own processes, so that idle
-servers of the same phase do not count. Without a driver (the CPU dry run) every summary says why it is empty.
+servers of the same run do not count. Without a driver (a CPU rehearsal) every summary says why it is empty.
 """
 
 from __future__ import annotations

@@ -1,15 +1,19 @@
-"""A run's requests, written once for Triton's tensors and once as the baselines' JSON bodies.
+"""A run's requests, in every form a load generator sends them.
 
-perf_analyzer reads both from --input-data files: {"data": [{"TEXT": ...}]} for the entry model,
-{"data": [{"payload": [{...}]}]} for its `openai` service kind (a JSON POST per request). A
-closed-loop workload (perf.engine.load) sends its `items` itself and writes no file.
+`items` are the workload's own (texts, encoded images, tensors), what its limit computes on. The same
+requests go to Triton as `tensors` (by input name, for the closed loop's gRPC client) and to the door
+and the baselines as JSON `bodies`; perf_analyzer reads them from --input-data files:
+{"data": [{"TEXT": ...}]} for the entry model, {"data": [{"payload": [{...}]}]} for its `openai`
+service kind (a JSON POST per request).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 
 @dataclass
@@ -19,6 +23,29 @@ class InputSet:
     per_request: float  # what a request carries in the workload's unit: RADAR's chunks per text, one image
     triton: Path | None = None
     http: Path | None = None
+    tensors: list[dict[str, np.ndarray]] = field(default_factory=list)
+    bodies: list[bytes] = field(default_factory=list)
+
+
+def bytes_tensor(name: str, value: str) -> dict[str, np.ndarray]:
+    """One BYTES element, as Triton's entry models take a text or an encoded image."""
+    return {name: np.array([value.encode("utf-8")], dtype=np.object_)}
+
+
+def input_set(out_dir: Path, name: str, items: list, per_request: float, tensor: str, bodies: list[dict]) -> InputSet:
+    """Requests whose Triton form is one BYTES element `tensor` holding each JSON body's only value (a text, a
+    base64 image), written as perf_analyzer's --input-data files too."""
+    values = [next(iter(body.values())) for body in bodies]
+    triton, http = write_pair(out_dir, name, [{tensor: {"content": [v], "shape": [1]}} for v in values], bodies)
+    return InputSet(
+        name,
+        items,
+        per_request,
+        triton,
+        http,
+        tensors=[bytes_tensor(tensor, v) for v in values],
+        bodies=[json.dumps(body).encode("utf-8") for body in bodies],
+    )
 
 
 def write_pair(out_dir: Path, name: str, triton: list[dict], http: list[dict]) -> tuple[Path, Path]:

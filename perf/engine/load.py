@@ -1,9 +1,12 @@
-"""A closed-loop load generator in this process, for workloads perf_analyzer cannot drive (ResNet's raw
-FP32 tensors of many shapes): `concurrency` asyncio gRPC clients, each sending its next request as
-soon as its previous answer arrived.
+"""A closed-loop load generator in this process, for what perf_analyzer cannot drive (ResNet's raw FP32
+tensors of many shapes) or where there is none (the GPU host: it ships in tritonclient's platform wheel,
+which is not carried): `concurrency` asyncio clients, each sending its next request as soon as its
+previous answer arrived. Triton is reached over gRPC (tritonclient's asyncio client, the input set's
+tensors); the door and the baselines by JSON POSTs (aiohttp, a keep-alive connection per client, the
+input set's bodies), so every design gets the same loop and the same figures.
 
 A point is a warm-up, then a measured window: requests answered inside it, their latencies, and
-the server tree's CPU, this process's CPU and the target's counters at its two bounds. No memory
+the server trees' CPU, this process's CPU and the target's counters at its two bounds. No memory
 sampler runs beside it: its thread would count as client CPU.
 """
 
@@ -15,14 +18,19 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import aiohttp
 import numpy as np
 import psutil
 import tritonclient.grpc.aio as aioclient
 from tritonclient.utils import np_to_triton_dtype
 
 from perf.engine.inputs import InputSet
-from perf.engine.procstats import cpu_seconds
-from perf.engine.targets import KitTarget, difference
+from perf.engine.procstats import cpu_seconds_by_role
+from perf.engine.targets import difference
+
+JSON = {"Content-Type": "application/json"}
+# A request that takes longer fails the point instead of hanging it.
+REQUEST_TIMEOUT_S = 600.0
 
 
 @dataclass
@@ -37,21 +45,28 @@ class Window:
     def label(self) -> str:
         return f"c={self.concurrency}"
 
-    def measure(self, target: KitTarget, inputs: InputSet, out_dir: Path, name: str) -> dict:
-        return asyncio.run(closed_loop(target, inputs.items, self))
+    @property
+    def seconds(self) -> float:
+        """What the point takes, for a time budget."""
+        return self.warmup_s + self.duration_s
+
+    def measure(self, target, inputs: InputSet, out_dir: Path, name: str) -> dict:
+        loop = grpc_loop if target.protocol == "grpc" else http_loop
+        return asyncio.run(loop(target, inputs, self))
 
 
-def snapshot(target: KitTarget) -> dict:
+def snapshot(target) -> dict:
     own = psutil.Process().cpu_times()
     return {
         "time": time.perf_counter(),
-        "server_cpu_s": cpu_seconds(target.pid),
+        "server_cpu_s_by_role": cpu_seconds_by_role(target.pids),
         "client_cpu_s": own.user + own.system,
         **target.counters(),
     }
 
 
 def tensor(name: str, value: np.ndarray) -> aioclient.InferInput:
+    """One input of a request (the same class serves tritonclient's gRPC client, asyncio or not)."""
     request = aioclient.InferInput(name, list(value.shape), np_to_triton_dtype(value.dtype))
     request.set_data_from_numpy(value)
     return request
@@ -110,22 +125,49 @@ def latency_row(window: Window, latencies: list[float], errors: int, wall_s: flo
     }
 
 
-async def closed_loop(target: KitTarget, items: list[dict[str, np.ndarray]], window: Window) -> dict:
-    """Client k sends items k, k + concurrency, ... (tensors by input name) to the workload's entry model."""
-    client = aioclient.InferenceServerClient(target.grpc_url)
-
-    async def send(index: int) -> None:
-        item = items[index % len(items)]
-        await client.infer(target.workload.entry, [tensor(name, value) for name, value in item.items()])
-
-    try:
-        latencies, errors, start, end = await run_window(send, window, lambda: snapshot(target))
-    finally:
-        await client.close()
+def point_row(window: Window, latencies: list[float], errors: int, start: dict, end: dict) -> dict:
     over = difference(end, start)
+    by_role = {k: round(v, 2) for k, v in sorted(over["server_cpu_s_by_role"].items(), key=lambda kv: -kv[1])}
     return {
         **latency_row(window, latencies, errors, over["time"], over["client_cpu_s"]),
-        "server_cpu_s": round(over["server_cpu_s"], 2),
+        "server_cpu_s": round(sum(over["server_cpu_s_by_role"].values()), 2),
+        "server_cpu_s_by_role": by_role,
         "triton": over["triton"],
         "metrics": over["metrics"],
     }
+
+
+async def grpc_loop(target, inputs: InputSet, window: Window) -> dict:
+    """Client k sends tensors k, k + concurrency, ... (by input name) to the workload's entry model."""
+    client = aioclient.InferenceServerClient(target.grpc_url)
+    items = inputs.tensors
+
+    async def send(index: int) -> None:
+        item = items[index % len(items)]
+        await client.infer(
+            target.workload.entry, [tensor(name, value) for name, value in item.items()], client_timeout=REQUEST_TIMEOUT_S
+        )
+
+    try:
+        result = await run_window(send, window, lambda: snapshot(target))
+    finally:
+        await client.close()
+    return point_row(window, *result)
+
+
+async def http_loop(target, inputs: InputSet, window: Window) -> dict:
+    """Client k POSTs bodies k, k + concurrency, ... to the target's route; any status but 200 fails the request."""
+    url = f"{target.http_url}/{target.route}"
+    bodies = inputs.bodies
+    connector = aiohttp.TCPConnector(limit=0)
+    timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+
+        async def send(index: int) -> None:
+            async with session.post(url, data=bodies[index % len(bodies)], headers=JSON) as response:
+                await response.read()
+                if response.status != 200:
+                    raise RuntimeError(f"HTTP {response.status}")
+
+        result = await run_window(send, window, lambda: snapshot(target))
+    return point_row(window, *result)

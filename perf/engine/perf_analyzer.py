@@ -77,8 +77,8 @@ class Load:
         A run that stalls (see `run`) is run once more."""
         for _ in range(2):
             before = target.counters()
-            with TreeMonitor(target.pid) as monitor:
-                m = run(target.load_args(inputs), self, out_dir, name, stalled=idle_detector(target.pid, STALL_S))
+            with TreeMonitor(target.pids) as monitor:
+                m = run(target.load_args(inputs), self, out_dir, name, stalled=idle_detector(target.pids, STALL_S))
             after = target.counters()
             if not (m.error or "").startswith("stalled"):
                 break

@@ -1,16 +1,24 @@
 """One measured point, whichever load generator drives it (perf_analyzer's `Load`, the closed loop's
-`Window`): the target and load it ran, what was measured, and the workload's own figures."""
+`Window`): the target and load it ran, what was measured, the workload's own figures, and where asked the
+GPU's utilisation and the target's GPU memory over its window (perf.engine.gpu)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from perf.engine.gpu import GpuSampler
 from perf.engine.inputs import InputSet
+from perf.engine.procstats import tree
 
 
-def measure(target, inputs: InputSet, load, out_dir: Path, name: str) -> dict:
+def measure(target, inputs: InputSet, load, out_dir: Path, name: str, sample_gpu: bool = False) -> dict:
     w = target.workload
-    m = load.measure(target, inputs, out_dir, name)
+    if sample_gpu:
+        with GpuSampler(lambda: {p.pid for p in tree(target.pids)}, delay_s=getattr(load, "warmup_s", 0.0)) as sampler:
+            m = load.measure(target, inputs, out_dir, name)
+        m["gpu"] = sampler.summary()
+    else:
+        m = load.measure(target, inputs, out_dir, name)
     counters = {k: m.pop(k) for k in ("triton", "metrics") if k in m}
     row = {
         "family": target.family,

@@ -1,25 +1,56 @@
 """A workload's REPORT.md and plots from its results.json, and the index perf/RESULTS.md over all of them.
 
-The engine writes what every workload shares: how the run was measured, the results per input set,
-the settings probed and the memory of each target. The workload adds its targets and its own
-sections (perf.engine.workload). A person's reading of the numbers, `analysis.md` beside
-results.json, is included as it is. Each report is one file of its own: no writer edits another's.
+The engine writes what every workload shares: how the run was measured, the results per input set
+(with a run in `rounds`, each point's median over the rounds and their spread), the targets judged
+from the spec's goals, the settings probed, the memory of each target, the accuracy check, and what a
+run skipped or failed. The workload adds its own sections (perf.engine.workload). A person's reading of
+the numbers, `analysis.md` beside results.json, is included as it is. Each report is one file of its
+own: no writer edits another's. The index lists every workload's committed run, then the other
+committed results from perf/results/extras.json (title, command, file): data, not prose in code.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import statistics
 from collections.abc import Iterable
 from pathlib import Path
 
 from kit.control.configs import REPO_ROOT
 from perf.engine import plots
 from perf.engine.tables import graphs, limit_of, pct, per_cpu, ratio, sec, table, target_name, verdict_lines
+from perf.engine.verdicts import judge
 from perf.engine.workload import Workload
 
 RESULTS = REPO_ROOT / "perf" / "results"
 INDEX = REPO_ROOT / "perf" / "RESULTS.md"
+EXTRAS = RESULTS / "extras.json"
 ANALYSIS = "analysis.md"
+# The figures of a point that a run in rounds reports as medians over its rounds.
+MEDIANS = ("throughput", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "avg_ms", "server_cpu_s", "client_cpu_s", "wall_s")
+
+
+def collapsed(results: dict, w: Workload) -> list[dict]:
+    """The swept rows, one per point: in a run with rounds, each point's medians over its rounds, with the number of
+    rounds and the spread of its throughput (min, max); otherwise the rows as measured."""
+    if "rounds" not in results["spec"]:
+        return results["sweeps"]
+    points: dict[tuple, list[dict]] = {}
+    for r in results["sweeps"]:
+        points.setdefault((r["family"], r["setting"], r["input"], r["load"], r.get("graph")), []).append(r)
+    out = []
+    for rows in points.values():
+        row = dict(rows[-1])
+        for key in (*MEDIANS, w.key):
+            if all(key in r for r in rows):
+                row[key] = statistics.median(r[key] for r in rows)
+        if "peak_rss_mb" in row:
+            row["peak_rss_mb"] = max(r["peak_rss_mb"] for r in rows)
+        row["error"] = "; ".join(r["error"] for r in rows if r["error"]) or None
+        row["rounds"], row["spread"] = len(rows), (min(r[w.key] for r in rows), max(r[w.key] for r in rows))
+        out.append(row)
+    return out
 
 
 def rate_headers(w: Workload) -> list[str]:
@@ -42,22 +73,29 @@ def how_measured(results: dict, w: Workload, out_dir: Path) -> list[str]:
     facts = {"commit": "commit {}", "started": "started {}", "minutes": "took {} min"}
     run = "".join(f", {text.format(results[key])}" for key, text in facts.items() if results.get(key))
     source = os.path.relpath(out_dir.resolve() / "results.json", REPO_ROOT)
+    if m.get("gpu", {}).get("name"):
+        g = m["gpu"]
+        host += f"; GPU {g['name']} (driver {g['driver']}, {g['memory_mib']} MiB)"
     if "window" in spec:
         generator = (
-            "a closed loop in the tool's process (perf.engine.load: asyncio gRPC clients, each sending its next request "
-            f"when its previous answer arrived), {spec['window']['warmup_s']:g} s of warm-up then "
-            f"{spec['window']['duration_s']:g} s measured per point"
+            "a closed loop in the tool's process (perf.engine.load: asyncio clients, each sending its next request when "
+            "its previous answer arrived; gRPC to Triton, JSON POSTs to the door and the baselines), "
+            f"{spec['window']['warmup_s']:g} s of warm-up then {spec['window']['duration_s']:g} s measured per point"
         )
     else:
         r = spec["requests"]
         generator = (
-            "perf_analyzer 2.51 for every target, `--async`, a fixed number of requests per point "
+            "perf_analyzer 2.51 for every target (Triton through its gRPC client, the door and the baselines as JSON POSTs "
+            "of its `openai` service kind), `--async`, a fixed number of requests per point "
             f"(per client {r['per_client']}, at least {r['min']}, at most {r['max']})"
         )
+    command = f"`{results['command']}`"
+    if results.get("rerun"):  # a run made with a command line that has since changed: what reproduces it today
+        command = f"`{results['rerun']}` (run as `{results['command']}`, the command line of the time)"
     s = [
         "## How this was measured\n",
         f"- Machine: {host}; {load} (the cores are shared: ratios, measured side by side, are what count).",
-        f"- Command: `{results['command']}` (spec `{Path(spec['path']).name}`; raw results `{source}`){run}.",
+        f"- Command: {command} (spec `{Path(spec['path']).name}`; raw results `{source}`){run}.",
         f"- Model: `{results['model']}`: {spec.get('model_note', w.model_note)}.",
         f"- Inputs: {w.inputs_line(spec)}.",
         f"- Load generator: {generator}; {w.load_note}",
@@ -68,13 +106,25 @@ def how_measured(results: dict, w: Workload, out_dir: Path) -> list[str]:
             f"- Graphs: the limit and every target ran on each of these files of the model folder in turn ({files}); "
             "each served figure is set against the limit of its own graph."
         )
+    if spec.get("profile", "cpu") != "cpu":
+        placement = ", ".join(f"{k} {v}" for k, v in spec.get("placement", {}).items())
+        at = f", PyTorch-runner models at {placement}" if placement else ""
+        s.append(f"- Kit: the `{spec['profile']}` profile{at}.")
     if "probe" in spec:
         s.append(
             f"- Each family's settings were probed at {spec['probe']['concurrency']} clients "
             f"({spec['probe']['requests']} requests); the best one (highest throughput) is swept below."
         )
+    elif "rounds" in spec:
+        s.append(
+            f"- In turns: every target ran at once, kept running, and the loads went round {spec['rounds']} time(s) in an "
+            "order that rotated each round" + (", the limit first in each" if "limit" in spec else "") + "; each figure below "
+            "is a median over the rounds, each ratio judged the median of the rounds' own ratios."
+        )
     else:
         s.append("- Every setting was measured at every load, each setting on a fresh server.")
+    if spec.get("gpu"):
+        s.append("- GPU: utilisation of the device and GPU memory of the target's processes, sampled by NVML over each window.")
     if results.get("note"):
         s.append(f"- Note: {results['note']}.")
     return s + [""]
@@ -83,7 +133,9 @@ def how_measured(results: dict, w: Workload, out_dir: Path) -> list[str]:
 def results_plot(results: dict, w: Workload, out_dir: Path) -> list[str]:
     """With probes, each family's best setting as throughput against p99; without, every setting against clients."""
     sweep_input = results["spec"]["sweep"]["input"]
-    ok = [r for r in results["sweeps"] if r["input"] == sweep_input and r["concurrency"] and not r["error"]]
+    ok = [r for r in collapsed(results, w) if r["input"] == sweep_input and r["concurrency"] and not r["error"]]
+    if not ok:
+        return []
     if "probe" in results["spec"]:
         plot, curves = f"{w.name}_throughput_vs_p99.png", {}
         for r in ok:  # a run over graphs sweeps one setting per family and graph: its name says which
@@ -100,7 +152,8 @@ def results_plot(results: dict, w: Workload, out_dir: Path) -> list[str]:
     else:
         plot, lines = f"{w.name}_vs_clients.png", {}
         for r in ok:
-            lines.setdefault(r["setting"], []).append(r)
+            name = r["setting"] if r["family"] == "kit" else f"{w.family_title(r['family'])} ({r['setting']})"
+            lines.setdefault(name, []).append(r)
         plots.versus_clients(lines, w.key, f"{w.item}s / s", f"{w.title} throughput ({sweep_input} {w.request}s)", out_dir / plot)
         heading = "## Results at every setting\n"
     return [heading, f"![results]({plot})\n"]
@@ -109,16 +162,20 @@ def results_plot(results: dict, w: Workload, out_dir: Path) -> list[str]:
 def results_table(results: dict, w: Workload, input_name: str, graph: str | None) -> list[str]:
     """Every swept point of one input set (and graph), with the kit's throughput over each target's at the same load."""
     cores, lim = results["machine"]["cores"], limit_of(results, graph)
-    several = len({r["family"] for r in results["sweeps"]}) > 1
-    rows = [r for r in results["sweeps"] if r["input"] == input_name and r.get("graph") == graph]
+    swept = collapsed(results, w)
+    several = len({r["family"] for r in swept}) > 1
+    rows = [r for r in swept if r["input"] == input_name and r.get("graph") == graph]
     kit = {r["load"]: r for r in rows if r["family"] == "kit"}
+    rounds, gpu = any("rounds" in r for r in rows), any("util_mean_pct" in r.get("gpu", {}) for r in rows)
     headers = [
         "target",
         "setting",
         "load",
         *rate_headers(w),
+        *(["rounds (min-max)"] if rounds else []),
         "p50 s",
         "p99 s",
+        *(["GPU util %", "GPU MiB"] if gpu else []),
         *(["served / limit"] if lim else []),
         *(["kit / target"] if several else []),
         "server CPU",
@@ -133,8 +190,10 @@ def results_table(results: dict, w: Workload, input_name: str, graph: str | None
             r["setting"],
             r["load"],
             *rate_cells(r, w),
+            *([f"{r['rounds']} ({r['spread'][0]:.2f}-{r['spread'][1]:.2f})"] if rounds else []),
             sec(r["p50_ms"]),
             sec(r["p99_ms"]),
+            *(gpu_cells(r) if gpu else []),
             *([f"{r[w.key] / lim['best'][w.key]:.2f}"] if lim else []),
             *([ratio(kit.get(r["load"], {}).get("throughput"), r["throughput"])] if several else []),
             pct(r["server_cpu_s"], r["wall_s"], cores),
@@ -147,6 +206,44 @@ def results_table(results: dict, w: Workload, input_name: str, graph: str | None
     ]
     on = f", graph {graph} (`{results['spec']['graphs'][graph]}`)" if graph else ""
     return [f"**{input_name} {w.request}s{on}**\n", *table(headers, cells), ""] if rows else []
+
+
+def gpu_cells(row: dict) -> list[str]:
+    g = row.get("gpu", {})
+    return [f"{g['util_mean_pct']:.0f}", f"{g['memory_max_mib']:.0f}"] if "util_mean_pct" in g else ["-", "-"]
+
+
+def limit_rounds_section(results: dict, w: Workload) -> list[str]:
+    """The limit measured in each round, per graph: how far the machine drifted over the run."""
+    rows = [
+        [r["round"] + 1, *([r["graph"]] if r["graph"] else []), r["best"]["layout"], f"{r['best'][w.key]:.2f}"]
+        for r in results["limit_rounds"]
+    ]
+    several = any(r["graph"] for r in results["limit_rounds"])
+    return [
+        "## The limit in each round\n",
+        *table(["round", *(["graph"] if several else []), "best layout", f"{w.item}s/s"], rows),
+        "",
+    ]
+
+
+def accuracy_section(results: dict) -> list[str]:
+    check = results["accuracy"]
+    facts = ", ".join(
+        f"{k.replace('_', ' ')} {v:.3g}" if isinstance(v, float) else f"{k.replace('_', ' ')} {v}"
+        for k, v in check.items()
+        if k != "reference"
+    )
+    return ["## Served against the reference\n", f"Against {check['reference']}: {facts}.\n"]
+
+
+def problems_section(results: dict) -> list[str]:
+    """What the run skipped (a deadline) or failed on (a server that did not start), each with why."""
+    lines = [f"- skipped: {x['what']} ({x['why']})" for x in results.get("skipped", [])]
+    for x in results.get("errors", []):
+        lines.append(f"- failed: {x['what']}: `{x['error']}`")
+        lines += [f"    - `{line}`" for line in x.get("log_tail", [])[-5:]]
+    return ["## Skipped and failed steps\n", *lines, ""] if lines else []
 
 
 def probes_section(results: dict, w: Workload, out_dir: Path) -> list[str]:
@@ -226,13 +323,18 @@ def render(results: dict, w: Workload, out_dir: Path) -> str:
         *results_plot(results, w, out_dir),
         *(line for i in results["spec"]["inputs"] for g in graphs(results) for line in results_table(results, w, i["name"], g)),
     ]
-    verdicts = w.verdicts(results)
+    s += problems_section(results)
+    verdicts = judge(w, results)
     if verdicts:
         s += ["## Targets\n", *verdict_lines(verdicts), ""]
+    if results.get("accuracy"):
+        s += accuracy_section(results)
+    if results.get("limit_rounds"):
+        s += limit_rounds_section(results, w)
     s += w.sections(results, out_dir)
     if results["probes"]:
         s += probes_section(results, w, out_dir)
-    if all("peak_rss_mb" in r for r in results["probes"] + results["sweeps"]):
+    if results["probes"] + results["sweeps"] and all("peak_rss_mb" in r for r in results["probes"] + results["sweeps"]):
         s += memory_section(results, w, out_dir)
     analysis = out_dir / ANALYSIS
     if analysis.is_file():
@@ -247,47 +349,41 @@ def write_report(results: dict, w: Workload, out_dir: Path) -> Path:
 
 
 def index_row(w: Workload, results: dict, report: Path, index: Path) -> list[str]:
-    verdicts = w.verdicts(results)
+    verdicts = judge(w, results)
     met = f"{sum(v.met for v in verdicts)} of {len(verdicts)}" if verdicts else "-"
-    run = f"`{results['command']}`" + (f", {results['started']}" if results.get("started") else "")
+    run = f"`{results.get('rerun') or results['command']}`" + (f", {results['started']}" if results.get("started") else "")
     link = os.path.relpath(report.resolve(), index.resolve().parent)
     return [w.title, f"[{link}]({link})", run, w.headline(results), met]
 
 
-def write_index(reports: Iterable[tuple[Workload, dict, Path]], index: Path = INDEX) -> Path:
-    """One line per workload (its report, its run, its headline, its targets), as `reports` lists them."""
+def extras_lines(index: Path) -> list[str]:
+    """The other committed results (perf/results/extras.json), one line each: what it holds, the command that
+    makes it today, its file."""
+    if not EXTRAS.is_file():
+        return []
+    lines = ["", "Other committed results:\n"]
+    for extra in json.loads(EXTRAS.read_text()):
+        link = os.path.relpath(RESULTS / extra["file"], index.resolve().parent)
+        made = f" (made by `{extra['made_by']}`)" if extra.get("made_by") else ""
+        lines.append(f"- {extra['title']}: `{extra['command']}`{made} -> [{link}]({link})")
+    return lines
+
+
+def write_index(
+    reports: Iterable[tuple[Workload, dict, Path]], index: Path = INDEX, title: str | None = None, extras: bool | None = None
+) -> Path:
+    """One line per workload (its report, its run, its headline, its targets), as `reports` lists them; the
+    committed index (the default path) adds the other committed results."""
     rows = [index_row(w, results, report, index) for w, results, report in reports]
     index.write_text(
         "\n".join(
             [
-                "# Performance results\n",
-                "One report per workload, each generated by `python -m perf` from its run's results.json under perf/results/ "
+                f"# {title or 'Performance results'}\n",
+                "One report per workload, each generated by `python -m perf` from its run's results.json "
                 "(docs/PERFORMANCE.md: how each benchmark runs and what it measures). Do not edit by hand.\n",
                 *table(["workload", "report", "run", "headline", "targets met"], rows),
+                *(extras_lines(index) if (index == INDEX if extras is None else extras) else []),
                 "",
-                "Also committed: FP16 and batch size on an H100 in PyTorch (export/gpu_levers.py), raw output in "
-                "[results/gpu/](results/gpu/h100_levers.json); OCR's detector sizing policies on browser-rendered pages "
-                "(`make perf-ocr-sizing`) in [results/ocr/sizing.json](results/ocr/sizing.json), and the served side-by-side "
-                "of the committed sizing and RapidOCR's (`make perf-ocr-rendered`) in "
-                "[results/ocr/rendered/REPORT.md](results/ocr/rendered/REPORT.md); the reliability runs "
-                "(`make soak`, `make peak`, `make fuzz`) in "
-                "[RELIABILITY.md](RELIABILITY.md); RADAR's graphs timed in turns (`python -m perf.probes.radar_graphs`) in "
-                "[results/radar-precision/graphs_interleaved.json](results/radar-precision/graphs_interleaved.json), the kit "
-                "and the limit in turns (`python -m perf.probes.kit_vs_limit`) in "
-                "[results/radar-precision/kit_vs_limit_fused.json](results/radar-precision/kit_vs_limit_fused.json) (more "
-                "rounds at 16 clients: [kit_vs_limit_fused_16.json](results/radar-precision/kit_vs_limit_fused_16.json), "
-                "[kit_vs_limit_fused_16_long.json](results/radar-precision/kit_vs_limit_fused_16_long.json); against 16 `radar` "
-                "instances in the same turns: [kit_vs_limit_fused_16_entry.json](results/radar-precision/"
-                "kit_vs_limit_fused_16_entry.json), [kit_vs_limit_fused_16_variants.json](results/radar-precision/"
-                "kit_vs_limit_fused_16_variants.json); the server's CPU split by process: [kit_vs_limit_fused_roles.json]"
-                "(results/radar-precision/kit_vs_limit_fused_roles.json)), the classifier's occupancy from Triton's traces "
-                "(`python -m perf.probes.occupancy`) in [results/radar-precision/occupancy_entry.json]"
-                "(results/radar-precision/occupancy_entry.json), what ONNX Runtime's own fusions and the fused export run "
-                "and are worth (`python -m perf.probes.radar_graphs --levels basic all --ops`) in "
-                "[results/radar-precision/online_fusion.json](results/radar-precision/online_fusion.json) and the "
-                "classifier layout on the fused graph (`--spec precision-layout`) in "
-                "[results/radar-precision/layout/](results/radar-precision/layout/REPORT.md); INT8 of the OCR models and "
-                "ResNet-50 (`make perf-int8-graphs`) in [results/int8/graphs.json](results/int8/graphs.json).\n",
             ]
         )
     )

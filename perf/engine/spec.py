@@ -4,8 +4,15 @@ A spec names its workload (default "radar"), the model folder, the input sets, t
 with their settings, and the loads. perf_analyzer points send a fixed number of requests
 (`requests`); a spec with a `window` drives closed-loop points of fixed duration instead
 (perf.engine.load). With a `probe`, each family's settings are probed at one load and the best is
-swept; without one, every setting is swept (its windows warm up themselves). With `graphs` (name ->
+swept; without one, every setting is swept (its windows warm up themselves); with `rounds`, every
+target runs at once and the loads go round in turns (perf.engine.sweep). With `graphs` (name ->
 ONNX file of the model folder), the whole run is repeated on each file: see `graph_runs`.
+
+Also: `profile` and `placement` (what kit variants are built from: perf.engine.targets), `gpu` (sample
+the GPU over every point), `budget` (estimates for a deadline: perf.engine.budget), `goals` (the
+targets judged in the report: perf.engine.verdicts), `accuracy` (served results against the workload's
+direct reference). `extends` names a spec this one overrides key by key; a spec with a `suite` holds
+several specs (name -> spec) run one after another into subfolders, under one deadline.
 """
 
 from __future__ import annotations
@@ -21,15 +28,42 @@ from perf.engine.targets import merged
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 
 
-def load_spec(name_or_path: str) -> dict:
+def spec_path(name_or_path: str) -> Path:
     path = Path(name_or_path)
     if not path.is_file():
         path = SPECS / f"{name_or_path}.json"
     if not path.is_file():
         raise FileNotFoundError(f"no sweep spec {name_or_path!r} (known: {sorted(p.stem for p in SPECS.glob('*.json'))})")
+    return path
+
+
+def read_spec(path: Path) -> dict:
+    """A spec file with the spec it `extends` laid under it."""
     spec = json.loads(path.read_text())
-    if "probe" not in spec and "window" not in spec:
-        raise ValueError(f"{path}: a spec without a `probe` sweeps every setting, which needs `window` loads (they warm up)")
+    if "extends" in spec:
+        spec = merged(read_spec(spec_path(spec.pop("extends"))), spec)
+    return spec
+
+
+def check(spec: dict, where: str) -> None:
+    """A sweep's way of running its targets holds together (perf.tune's search spec has no targets: it is its own)."""
+    if "targets" not in spec:
+        return
+    if "rounds" in spec and "probe" in spec:
+        raise ValueError(f"{where}: `rounds` keep every setting running in turns; a `probe` picks one: use one of them")
+    if not {"probe", "window", "rounds"} & set(spec):
+        raise ValueError(f"{where}: a spec without a `probe` sweeps every setting, which needs `window` loads (they warm up)")
+
+
+def load_spec(name_or_path: str) -> dict:
+    path = spec_path(name_or_path)
+    spec = read_spec(path)
+    spec.pop("path", None)
+    for name, part in spec.get("suite", {}).items():
+        check(part, f"{path} ({name})")
+        part["path"] = f"{path}#{name}"
+    if "suite" not in spec:
+        check(spec, str(path))
     spec["path"] = str(path)
     return spec
 

@@ -1,10 +1,19 @@
-"""Sweep the kit and a workload's hand-rolled baselines on the same model; write results.json and CSVs.
+"""Sweep the kit, its front door and a workload's hand-rolled baselines on the same model; write results.json and CSVs.
 
-For each target family in the spec: with a `probe`, every setting is started, warmed up and probed
-at one load (throughput, p99, peak RSS, CPU of server and client) and the best setting (highest
-throughput) is then measured at every load of the sweep, on every input set; without one, every
-setting is measured at every load. The workload's limit is measured in the same run. A spec with
-`graphs` repeats all of it on each graph (perf.engine.spec.graph_runs).
+Three ways to run the targets of a spec, one results schema:
+
+- with a `probe`: each family's settings are started one after another, warmed up and probed at one load
+  (throughput, p99, peak RSS, CPU of server and client); the best (highest throughput) is then measured at
+  every load of the sweep, on every input set;
+- without one: every setting is measured at every load, each on a fresh server;
+- with `rounds`: every target of every family (and graph) is started at once and kept running, and the
+  loads go round after round in rotating order, the limit first in each round, so that slow drift of shared
+  cores falls on every target alike; rows carry their round, and the report takes medians.
+
+The workload's limit is measured in the same run. A spec with `graphs` repeats all of it on each graph
+(perf.engine.spec.graph_runs). With a deadline (perf.engine.budget) every start, limit and point is first
+asked whether it still fits; what does not is recorded as skipped. A target that fails to start or to
+answer is recorded with its log's tail, and the run goes on. results.json is rewritten after every point.
 """
 
 from __future__ import annotations
@@ -14,17 +23,42 @@ import json
 import os
 import platform
 import shlex
+import statistics
 import subprocess
 import time
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import onnxruntime
+
 from kit.control.configs import REPO_ROOT
+from kit.control.runtime import install_python_stub, triton_dist
+from perf.engine import gpu
+from perf.engine.budget import Budget
 from perf.engine.inputs import InputSet
 from perf.engine.perf_analyzer import warm_up
 from perf.engine.point import measure
 from perf.engine.spec import graph_runs, probe_load, sweep_loads
 from perf.engine.targets import make_target, variant_profile
 from perf.engine.workload import Workload
+
+# A tree sent without .git (the GPU host's copy) names its commit here: run.sh reads it from the carry's manifest.
+COMMIT_ENV = "KIT_COMMIT"
+LOG_TAIL_LINES = 30
+
+
+def source_commit(root: Path = REPO_ROOT) -> str:
+    """The commit of the code that ran: git's where the tree has one, else $KIT_COMMIT, else "unknown"."""
+    if (root / ".git").exists():
+        try:
+            out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, timeout=30)
+            if out.returncode == 0 and out.stdout.strip():
+                return out.stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):  # no git on this host
+            pass
+    return os.environ.get(COMMIT_ENV) or "unknown"
 
 
 def machine() -> dict:
@@ -43,138 +77,266 @@ def machine() -> dict:
         "memory_gib": round(memory / 2**20, 1),
         "os": platform.platform(),
         "python": platform.python_version(),
+        "gpu": gpu.describe(),
+        "onnxruntime_providers": onnxruntime.get_available_providers(),
         "load_average_at_start": os.getloadavg(),
     }
 
 
-# A tree sent without .git (the GPU host's copy) names its commit here: run.sh reads it from the carry's manifest.
-COMMIT_ENV = "KIT_COMMIT"
+class Run:
+    """One sweep in progress: what it measures, where, within which budget; its results, saved as they grow."""
 
+    def __init__(
+        self, w: Workload, spec: dict, model_dir: Path, work: Path, budget: Budget, results: dict, save: Callable[[], None]
+    ):
+        self.w, self.spec, self.model_dir, self.work = w, spec, model_dir, work
+        self.budget, self.results, self.save = budget, results, save
 
-def source_commit(root: Path = REPO_ROOT) -> str:
-    """The commit of the code that ran: git's where the tree has one, else $KIT_COMMIT, else "unknown"."""
-    if (root / ".git").exists():
+    def skip(self, what: str, why: str) -> None:
+        print(f"skipped: {what} ({why})", flush=True)
+        self.results["skipped"].append({"what": what, "why": why})
+
+    def error(self, what: str, exc: BaseException, log: Path | None = None) -> None:
+        print(f"error: {what}: {exc!r}", flush=True)
+        entry = {"what": what, "error": repr(exc), "trace": traceback.format_exc().splitlines()[-8:]}
+        if log is not None and log.is_file():
+            entry["log_tail"] = log.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
+        self.results["errors"].append(entry)
+        self.save()
+
+    def fits(self, what: str, seconds: float) -> bool:
+        if self.budget.allows(seconds):
+            return True
+        self.skip(what, f"{self.budget.left():.0f} s left before the deadline, {seconds:.0f} s needed")
+        return False
+
+    def start(self, targets: list) -> list:
+        """Start the targets together (their start-ups overlap); the ones that fail are recorded and left out."""
+        if not self.fits(f"starting {len(targets)} target(s)", self.budget["start_s"]):
+            return []
+        if any(t.family in ("kit", "door") for t in targets):
+            install_python_stub(triton_dist())  # once, before servers that would each copy it
+        timeout = min(600.0, max(30.0, self.budget.left()))
+
+        def start(target):
+            try:
+                target.start(timeout=timeout)
+                return target
+            except Exception as exc:
+                target.stop()
+                self.error(f"starting {target.family} {target.label}", exc, target.log_path)
+                return None
+
+        with ThreadPoolExecutor(max(1, len(targets))) as pool:
+            return [t for t in pool.map(start, targets) if t is not None]
+
+    def point(self, target, inputs: InputSet, load, name: str, into: str = "sweeps", **tags) -> dict | None:
+        """One measured point (the GPU sampled over it where the spec asks), added to the results and saved."""
+        what = f"{target.family} {target.label} {inputs.name} {load.label}"
+        if not self.fits(what, self.budget.point_s(load)):
+            return None
         try:
-            out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, timeout=30)
-            if out.returncode == 0 and out.stdout.strip():
-                return out.stdout.strip()
-        except (OSError, subprocess.TimeoutExpired):  # no git on this host
-            pass
-    return os.environ.get(COMMIT_ENV) or "unknown"
+            row = measure(target, inputs, load, self.work / "pa", name, sample_gpu=self.spec.get("gpu", False))
+        except Exception as exc:
+            self.error(what, exc, target.log_path)
+            return None
+        row.update(tags)
+        self.results[into].append(row)
+        self.save()
+        return row
+
+    def limit(self, run_spec: dict, inputs: dict, work: Path) -> dict | None:
+        if "limit" not in run_spec or not self.fits("the limit", self.budget["limit_s"]):
+            return None
+        try:
+            return self.w.limit(run_spec, self.model_dir, work, inputs)
+        except Exception as exc:
+            self.error("the limit", exc)
+            return None
+
+    def accuracy(self, target, inputs: dict) -> None:
+        """The workload's served results against its direct reference, once per run, on the first kit target."""
+        if "accuracy" not in self.spec or "accuracy" in self.results or target.family != "kit":
+            return
+        if not self.fits("the accuracy check", self.budget["accuracy_s"]):
+            return
+        try:
+            self.results["accuracy"] = self.w.accuracy(target, self.spec, self.model_dir, inputs)
+        except Exception as exc:
+            self.error("the accuracy check", exc, target.log_path)
+        self.save()
 
 
-def sweep_target(target, spec: dict, inputs: dict[str, InputSet], work: Path) -> list[dict]:
+def sweep_target(run: Run, target, spec: dict, inputs: dict[str, InputSet], **tags) -> None:
     """Every input set at its loads, on a started target."""
-    return [
-        measure(target, input_set, load, work / "pa", f"{target.family}-{name}-{i}")
-        for name, input_set in inputs.items()
-        for i, load in enumerate(sweep_loads(spec, name))
-    ]
+    for name, input_set in inputs.items():
+        for i, load in enumerate(sweep_loads(spec, name)):
+            run.point(target, input_set, load, f"{target.family}-{name}-{i}", **tags)
 
 
-def probe_family(
-    w: Workload, family: str, settings: list[dict], spec: dict, inputs: dict, model_dir: Path, work: Path
-) -> tuple[list, list]:
-    """Probe every setting, then sweep the best; returns (probe rows, sweep rows)."""
-    probes, best, running = [], None, None
+def probe_family(run: Run, family: str, settings: list[dict], spec: dict, inputs: dict, work: Path, **tags) -> None:
+    """Probe every setting, then sweep the best."""
+    best, running = None, None
     probe_inputs = inputs[spec["probe"]["input"]]
     try:
         for index, setting in enumerate(settings):
-            target = make_target(w, family, setting, model_dir, work)
-            try:
-                target.start()
-                warm_up(target, probe_inputs, spec["probe"].get("warmup", 8), work / "pa", f"{family}-warmup{index}")
-                row = measure(target, probe_inputs, probe_load(spec), work / "pa", f"{family}-probe{index}")
-            except BaseException:
-                target.stop()
-                raise
-            probes.append(row)
-            if best is None or (not row["error"] and (best["error"] or row["throughput"] > best["throughput"])):
+            target = make_target(run.w, family, setting, run.model_dir, work)
+            if not run.start([target]):
+                continue
+            run.accuracy(target, inputs)
+            warm_up(target, probe_inputs, spec["probe"].get("warmup", 8), work / "pa", f"{family}-warmup{index}")
+            row = run.point(target, probe_inputs, probe_load(spec), f"{family}-probe{index}", into="probes", **tags)
+            if row is not None and (
+                best is None or (not row["error"] and (best["error"] or row["throughput"] > best["throughput"]))
+            ):
                 if running is not None:
                     running.stop()
                 best, running = row, target
             else:
                 target.stop()
-        return probes, sweep_target(running, spec, inputs, work)
+        if running is not None:
+            sweep_target(run, running, spec, inputs, **tags)
     finally:
         if running is not None:
             running.stop()
 
 
-def sweep_family(w: Workload, family: str, settings: list[dict], spec: dict, inputs: dict, model_dir: Path, work: Path) -> list:
+def sweep_family(run: Run, family: str, settings: list[dict], spec: dict, inputs: dict, work: Path, **tags) -> None:
     """Every setting at every load, each on a fresh server."""
-    rows = []
     for setting in settings:
-        target = make_target(w, family, setting, model_dir, work)
-        target.start()
+        target = make_target(run.w, family, setting, run.model_dir, work)
+        if not run.start([target]):
+            continue
         try:
-            rows += sweep_target(target, spec, inputs, work)
+            run.accuracy(target, inputs)
+            sweep_target(run, target, spec, inputs, **tags)
         finally:
             target.stop()
-    return rows
 
 
-def run_families(
-    w: Workload, spec: dict, inputs: dict, model_dir: Path, work: Path, families: list[str] | None
-) -> tuple[list, list]:
-    """Every target family of the spec (or of `families`): (probe rows, sweep rows)."""
-    probes, sweeps = [], []
-    for family, settings in spec["targets"].items():
-        if families and family not in families:
-            continue
-        print(f"{family}: {len(settings)} setting(s)", flush=True)
-        if "probe" in spec:
-            p, s = probe_family(w, family, settings, spec, inputs, model_dir, work)
-            probes += p
-        else:
-            s = sweep_family(w, family, settings, spec, inputs, model_dir, work)
-        sweeps += s
-    return probes, sweeps
+def chosen(spec: dict, families: list[str] | None) -> dict[str, list[dict]]:
+    """The spec's target families, or those of `families` only."""
+    return {f: settings for f, settings in spec["targets"].items() if not families or f in families}
 
 
-def run(w: Workload, spec: dict, work: Path, families: list[str] | None, argv: list[str]) -> dict:
-    """The whole run of a spec; the results, as results.json holds them. A run over `graphs` holds each
-    graph's limit in `limits` and tags every row with its graph's name; otherwise the one limit is `limit`."""
-    unknown = set(spec["targets"]) - {"kit", *w.baselines}
+def rotated(items: list, by: int) -> list:
+    shift = by % len(items) if items else 0
+    return items[shift:] + items[:shift]
+
+
+def in_turns(run: Run, runs: list, inputs: dict, works: dict, families: list[str] | None, limits: dict) -> None:
+    """Every target started at once and kept; each round: each graph's limit, then every target at every load,
+    in an order that rotates from round to round."""
+    targets = [
+        (graph, make_target(run.w, family, setting, run.model_dir, works[graph]))
+        for graph, run_spec in runs
+        for family, settings in chosen(run_spec, families).items()
+        for setting in settings
+    ]
+    started = run.start([t for _, t in targets])
+    by_round: dict[str | None, list[dict]] = {}
+    try:
+        for graph, target in targets:
+            if target in started:
+                run.accuracy(target, inputs[graph])
+        for r in range(run.spec["rounds"]):
+            for graph, run_spec in rotated(runs, r):
+                print(f"round {r + 1}" + (f", graph {graph}" if graph else ""), flush=True)
+                lim = run.limit(run_spec, inputs[graph], works[graph])
+                if lim is not None:
+                    by_round.setdefault(graph, []).append(lim)
+                    run.results["limit_rounds"].append({"round": r, "graph": graph, "best": lim["best"]})
+                turn = rotated([t for g, t in targets if g == graph and t in started], r)
+                for target in turn:
+                    sweep_target(run, target, run_spec, inputs[graph], round=r, **({"graph": graph} if graph else {}))
+    finally:
+        with ThreadPoolExecutor(max(1, len(started))) as pool:
+            list(pool.map(lambda t: t.stop(), started))
+    for graph, measured in by_round.items():
+        limits[graph] = median_limit(measured, run.w.key)
+
+
+def median_limit(measured: list[dict], key: str) -> dict:
+    """Of a limit measured once per round, the round whose best is the median (a measured limit, not a blend)."""
+    middle = statistics.median_low([m["best"][key] for m in measured])
+    return next(m for m in measured if m["best"][key] == middle)
+
+
+def run(
+    w: Workload,
+    spec: dict,
+    work: Path,
+    families: list[str] | None,
+    argv: list[str],
+    budget: Budget | None = None,
+    out: Path | None = None,
+) -> dict:
+    """The whole run of a spec; the results, as results.json holds them (rewritten into `out` after every point).
+    A run over `graphs` holds each graph's limit in `limits` and tags every row with its graph's name; otherwise
+    the one limit is `limit`."""
+    w = w.for_spec(spec)
+    known = {"kit", "door", *w.baselines}
+    unknown = set(spec["targets"]) - known
     if unknown:
-        raise ValueError(f"{spec['path']}: no {sorted(unknown)} target for {w.name} (known: kit, {', '.join(w.baselines)})")
+        raise ValueError(f"{spec['path']}: no {sorted(unknown)} target for {w.name} (known: {', '.join(sorted(known))})")
     runs = graph_runs(spec, w.graph_model)
     model_dir = (REPO_ROOT / spec["model"]).resolve()
-    missing = [f for f in (*w.needs, *spec.get("graphs", {}).values()) if not (model_dir / f).is_file()]
+    missing = [f for f in (*w.needs, *spec.get("graphs", {}).values()) if not (model_dir / f).exists()]
     if missing:
         raise FileNotFoundError(f"no exported model in {model_dir} (missing {', '.join(missing)}; see the spec's `model`)")
+    budget = budget or Budget(None, spec.get("budget"))
     started, host = time.time(), machine()  # the load average before the run, not after it
-    limits, probes, sweeps = {}, [], []
-    for graph, run_spec in runs:
-        if graph:
-            print(f"graph {graph}: {spec['graphs'][graph]}", flush=True)
-        run_work = work / graph if graph else work
-        inputs, limits[graph] = w.setup(run_spec, model_dir, run_work)
-        p, s = run_families(w, run_spec, inputs, model_dir, run_work, families)
-        if graph:
-            for row in p + s:
-                row["graph"] = graph
-        probes += p
-        sweeps += s
-    return {
+    limits: dict[str | None, dict] = {}
+    results = {
         "workload": w.name,
         "spec": spec,
         "machine": host,
         "model": spec["model"],
-        "command": " ".join(shlex.quote(a) for a in ["python", "-m", "perf", *argv]),
+        "command": shlex.join(["python", "-m", "perf", *argv]),
         "commit": source_commit(),
         "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(started)),
-        "minutes": round((time.time() - started) / 60, 1),
-        "load_average_at_end": os.getloadavg(),
-        **({"limits": limits} if "graphs" in spec else {"limit": limits[None]}),
-        "probes": probes,
-        "sweeps": sweeps,
+        "probes": [],
+        "sweeps": [],
+        **({"limit_rounds": []} if "rounds" in spec else {}),
+        "skipped": [],
+        "errors": [],
         "kit_profiles": {
             w.label(p["models"]): p["models"]
             for _, run_spec in runs
             for p in (variant_profile(w, s) for s in run_spec["targets"].get("kit", []))
         },
     }
+
+    def finish() -> dict:
+        done = dict(results)
+        done["minutes"] = round((time.time() - started) / 60, 1)
+        done["load_average_at_end"] = os.getloadavg()
+        done |= {"limits": limits} if "graphs" in spec else {"limit": limits.get(None)}
+        return done
+
+    def save() -> None:
+        if out is not None:
+            write_results(finish(), out)
+
+    r = Run(w, spec, model_dir, work, budget, results, save)
+    works = {graph: work / graph if graph else work for graph, _ in runs}
+    inputs = {graph: w.setup(run_spec, model_dir, works[graph]) for graph, run_spec in runs}
+    if "rounds" in spec:
+        in_turns(r, runs, inputs, works, families, limits)
+    else:
+        for graph, run_spec in runs:
+            if graph:
+                print(f"graph {graph}: {spec['graphs'][graph]}", flush=True)
+            lim = r.limit(run_spec, inputs[graph], works[graph])
+            if lim is not None:
+                limits[graph] = lim
+            tags = {"graph": graph} if graph else {}
+            for family, settings in chosen(run_spec, families).items():
+                print(f"{family}: {len(settings)} setting(s)", flush=True)
+                each = probe_family if "probe" in spec else sweep_family
+                each(r, family, settings, run_spec, inputs[graph], works[graph], **tags)
+    save()
+    return finish()
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
@@ -189,6 +351,6 @@ def write_csv(rows: list[dict], path: Path) -> None:
 
 def write_results(results: dict, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    (out / "results.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
     write_csv(results["sweeps"], out / "sweeps.csv")
     write_csv(results["probes"], out / "probes.csv")

@@ -1,9 +1,14 @@
 """The servers a sweep measures, each started on free ports and stopped by the tool.
 
 `KitTarget` is the kit's Triton on a repository variant built by kit.control.repository from the
-committed sources: the CPU profile with per-model overrides (never a hand-copied or patched config),
-holding only the models of the workload under test. `HttpTarget` is one of the workload's hand-rolled
-baselines in perf/baselines, on the same model folder.
+committed sources: the spec's profile (`cpu` unless it names another, e.g. `gpu-embedded`) with
+per-model overrides (never a hand-copied or patched config), holding only the models of the
+workload under test. A spec's `placement` ({"device": ..., "dtype": ...}) goes to every model the
+profile serves on the PyTorch runner: FP16 on the GPU, or the CPU rehearsal's FP32. `DoorTarget` is
+the same Triton with the front door in front of it, measured through the door's HTTP route.
+`HttpTarget` is one of the workload's hand-rolled baselines in perf/baselines, on the same model
+folder. Every target names the process trees whose CPU and memory are its own (`pids`) and how it is
+reached: `grpc_url` for Triton's own protocol, `http_url` + `route` for a JSON POST.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from kit.control.configs import REPO_ROOT, SOURCE
 from kit.control.profiles import load_profile
 from kit.control.repository import build, resolved
 from kit.control.runtime import ServerOptions, TritonServer, answers_ok, free_port
+from kit.control.serve import Door
 from perf.engine.inputs import InputSet
 from perf.engine.workload import Baseline, Workload
 
@@ -40,13 +46,17 @@ def merged(base: dict, override: dict) -> dict:
 
 
 def variant_profile(workload: Workload, setting: dict) -> dict:
-    """The committed CPU profile for the workload's models, each overridden by `setting`
-    (e.g. {"radar_classifier": {"instances": 2}})."""
-    base = load_profile("cpu")
-    return {
-        "description": "perf variant",
-        "models": {m: merged(base["models"].get(m, {}), setting.get(m, {})) for m in workload.models},
-    }
+    """The workload's deployment profile for its models, each overridden by `setting`
+    (e.g. {"radar_classifier": {"instances": 2}}), PyTorch-runner models in the deployment's placement."""
+    d = workload.deployment
+    base = load_profile(d.profile)
+    models = {m: merged(base["models"].get(m, {}), setting.get(m, {})) for m in workload.models}
+    for settings in models.values():
+        if settings.get("runner") == "torch":
+            settings.update(d.placement)
+            if settings.get("device") == "cpu":
+                settings.pop("gpus", None)
+    return {"description": f"perf variant of {d.profile}", "models": models}
 
 
 def model_source(workdir: Path, models: tuple[str, ...]) -> Path:
@@ -73,7 +83,8 @@ def linked_artifacts(workdir: Path, model_dir: Path, name: str) -> Path:
 def variant_configs(workload: Workload, setting: dict, model_dir: Path, workdir: Path) -> dict[str, mc.ModelConfig]:
     """The configs a kit variant serves with (profile applied, parameters derived and checked), unbuilt."""
     artifacts = linked_artifacts(workdir, model_dir, workload.artifacts)
-    configs, _ = resolved("cpu", artifacts, model_source(workdir, workload.models), variant_profile(workload, setting))
+    source = model_source(workdir, workload.models)
+    configs, _ = resolved(workload.deployment.profile, artifacts, source, variant_profile(workload, setting))
     return configs
 
 
@@ -83,9 +94,10 @@ def difference(after: dict, before: dict) -> dict:
 
 
 class KitTarget:
-    """Triton with the `cpu` profile, overridden per model by `setting`."""
+    """Triton with the workload's deployment profile, overridden per model by `setting`."""
 
     family = "kit"
+    protocol = "grpc"
 
     def __init__(self, workload: Workload, setting: dict, model_dir: Path, workdir: Path):
         self.workload, self.setting, self.model_dir, self.workdir = workload, setting, model_dir, workdir
@@ -100,21 +112,28 @@ class KitTarget:
     def workers(self) -> int:
         return int(self.profile()["models"][self.workload.workers].get("instances", 1))
 
-    def start(self) -> None:
+    def start(self, timeout: float = 600) -> None:
         repository = self.workdir / "repository"
         artifacts = linked_artifacts(self.workdir, self.model_dir, self.workload.artifacts)
-        build("cpu", repository, artifacts, model_source(self.workdir, self.workload.models), self.profile())
-        options = ServerOptions.on_free_ports(repository, extra_args=self.server_args)
+        source = model_source(self.workdir, self.workload.models)
+        build(self.workload.deployment.profile, repository, artifacts, source, self.profile())
+        options = ServerOptions.on_free_ports(
+            repository, gpu_metrics=self.workload.deployment.on_gpu, extra_args=self.server_args
+        )
         self.server = TritonServer(options, log_path=self.workdir / "server.log")
-        self.server.start(timeout=600)
+        self.server.start(timeout=timeout)
 
     @property
-    def pid(self) -> int:
-        return self.server.process.pid
+    def pids(self) -> tuple[int, ...]:
+        return (self.server.process.pid,)
 
     @property
     def grpc_url(self) -> str:
         return self.server.options.grpc_url
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "server.log"
 
     def load_args(self, inputs: InputSet) -> list[str]:
         return ["-m", self.workload.entry, "-i", "grpc", "-u", self.grpc_url, "--input-data", str(inputs.triton)]
@@ -153,6 +172,49 @@ class KitTarget:
     def stop(self) -> None:
         if self.server is not None:
             self.server.stop()
+
+
+def http_load_args(workload: Workload, url: str, route: str, inputs: InputSet) -> list[str]:
+    """perf_analyzer's `openai` service kind: each payload of the --input-data file POSTed as a JSON body."""
+    host = url.removeprefix("http://")
+    return ["-m", workload.entry, "--service-kind", "openai", "--endpoint", route, "-u", host, "--input-data", str(inputs.http)]
+
+
+class DoorTarget(KitTarget):
+    """The kit through its front door (`python -m door`, as `make serve` starts it): JSON over HTTP to the
+    workload's door route, Triton behind it on the same variant as the kit target's."""
+
+    family = "door"
+    protocol = "http"
+
+    def start(self, timeout: float = 600) -> None:
+        super().start(timeout)
+        self.door = Door(self.grpc_url, "127.0.0.1", free_port(), None, log_path=self.workdir / "door.log")
+        try:
+            self.door.start()
+        except Exception:
+            super().stop()
+            raise
+
+    @property
+    def pids(self) -> tuple[int, ...]:
+        return (*super().pids, self.door.process.pid)
+
+    @property
+    def http_url(self) -> str:
+        return self.door.url
+
+    @property
+    def route(self) -> str:
+        return self.workload.door_route
+
+    def load_args(self, inputs: InputSet) -> list[str]:
+        return http_load_args(self.workload, self.http_url, self.route, inputs)
+
+    def stop(self) -> None:
+        if getattr(self, "door", None) is not None:
+            self.door.stop()
+        super().stop()
 
 
 def baseline_command(baseline: Baseline, setting: dict, port: int) -> list[str]:
@@ -195,6 +257,8 @@ def baseline_command(baseline: Baseline, setting: dict, port: int) -> list[str]:
 class HttpTarget:
     """A baseline; each worker process loads its own model (ORT threads: cores / workers)."""
 
+    protocol = "http"
+
     def __init__(self, workload: Workload, family: str, setting: dict, model_dir: Path, workdir: Path):
         self.workload, self.family, self.setting, self.model_dir, self.workdir = workload, family, setting, model_dir, workdir
         self.label = " ".join(f"{k}={v}" for k, v in setting.items()) or "default"
@@ -212,10 +276,13 @@ class HttpTarget:
         env.update(self.workload.baseline_environment(self.family, self.setting, self.model_dir, self.workdir))
         return env
 
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "server.log"
+
     def start(self, timeout: float = 600) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
-        self.log_path = self.workdir / "server.log"
         log = open(self.log_path, "wb")
         self.process = subprocess.Popen(
             baseline_command(self.workload.baselines[self.family], self.setting, self.port),
@@ -237,25 +304,22 @@ class HttpTarget:
         raise RuntimeError(f"{self.family} was not ready within {timeout:.0f} s; see {self.log_path}")
 
     def healthy(self) -> bool:
-        return answers_ok(f"http://127.0.0.1:{self.port}/health")
+        return answers_ok(f"{self.http_url}/health")
 
     @property
-    def pid(self) -> int:
-        return self.process.pid
+    def pids(self) -> tuple[int, ...]:
+        return (self.process.pid,)
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def route(self) -> str:
+        return self.workload.endpoint
 
     def load_args(self, inputs: InputSet) -> list[str]:
-        return [
-            "-m",
-            self.workload.entry,
-            "--service-kind",
-            "openai",
-            "--endpoint",
-            self.workload.endpoint,
-            "-u",
-            f"127.0.0.1:{self.port}",
-            "--input-data",
-            str(inputs.http),
-        ]
+        return http_load_args(self.workload, self.http_url, self.route, inputs)
 
     def counters(self) -> dict[str, dict]:
         """A baseline keeps none."""
@@ -272,13 +336,17 @@ class HttpTarget:
             self.process.wait()
 
 
+FAMILIES = {"kit": KitTarget, "door": DoorTarget}
+
+
 def make_target(workload: Workload, family: str, setting: dict, model_dir: Path, work: Path) -> KitTarget | HttpTarget:
-    """A target of `family` ("kit" or one of the workload's baselines), in its own folder under `work`."""
-    if family == "kit":
-        target = KitTarget(workload, setting, model_dir, work)
+    """A target of `family` ("kit", "door" or one of the workload's baselines), in its own folder under `work`."""
+    if family in FAMILIES:
+        target = FAMILIES[family](workload, setting, model_dir, work)
     elif family in workload.baselines:
         target = HttpTarget(workload, family, setting, model_dir, work)
     else:
-        raise ValueError(f"no {family!r} target for {workload.name} (known: kit, {', '.join(workload.baselines)})")
+        known = ", ".join([*FAMILIES, *workload.baselines])
+        raise ValueError(f"no {family!r} target for {workload.name} (known: {known})")
     target.workdir = work / f"{family}-{target.label}".replace(" ", "_").replace("/", "_")
     return target

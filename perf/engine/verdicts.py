@@ -1,66 +1,256 @@
-"""The comparisons the issue's targets are made of, judged from a run's rows: the kit against the
-limit, against each baseline at the same load, and failed requests."""
+"""The targets a report judges, from the spec's `goals` (else the workload's own `goals`): data, not code, so
+that one engine judges the CPU sweeps, the runs in turns and the GPU run, each with its own numbers.
+
+    "goals": {
+      "limit": {"share": 0.9, "clients": [16, 64]},                 # or "from_clients": 8; or a list of such
+      "versus": [{"over": "baselines", "p99": "no_worse"},           # the kit against each baseline family
+                 {"over": "flask", "factor": 3, "clients": [64, 256]},
+                 {"of": "door", "over": "kit", "factor": 0.95, "clients": [16, 64]},
+                 {"of": "door", "over": "kit", "p50_added_ms": 2, "clients": [1]}],
+      "settings": [{"of": "cost", "over": "none", "factor": 1.5, "from_clients": 32}],
+      "no_failures": {"clients": [256]},                             # or {"everywhere": true}
+      "graph_limits": {"fused": 1.1, "int8": 2.0},                   # each graph's limit over the first graph's
+      "accuracy": {"max_abs_diff": 0.01}
+    }
+
+A family counts at its best setting at each load (the one with the highest throughput among those without a
+failed request), as a deployment would be tuned; `per_setting` judges every setting of the other family. In a
+run with `rounds`, each comparison is made within each round and the median ratio is judged; the detail gives
+every round's. Each judgement is on the sweep's input set, per graph in a run over `graphs`.
+"""
 
 from __future__ import annotations
 
-from perf.engine.tables import sec
+import statistics
+
+from perf.engine.tables import graphs, limit_of, sec
 from perf.engine.workload import Verdict, Workload
 
-
-def kit_by_clients(rows: dict[str, list[dict]]) -> dict[int, dict]:
-    return {r["concurrency"]: r for r in rows.get("kit", []) if r["concurrency"]}
+NOT_MEASURED = "not measured (skipped or failed: see the run's skipped steps and errors)"
 
 
-def versus_limit(w: Workload, kit: dict[int, dict], limit: float, clients: list[int], share: float = 0.9) -> list[Verdict]:
-    return [
-        Verdict(f"{c} clients, kit >= {share} x limit", kit[c][w.key] / limit >= share, f"{kit[c][w.key] / limit:.2f} x")
-        for c in clients
-        if c in kit
-    ]
+def goals_of(w: Workload, results: dict) -> dict:
+    return results["spec"].get("goals", w.goals)
 
 
-def versus_baselines(w: Workload, rows: dict[str, list[dict]], kit: dict[int, dict], with_setting: bool = False) -> list[Verdict]:
-    """Kit against each baseline at each load: throughput at least theirs and a p99 no worse."""
-    out = []
-    for family, family_rows in rows.items():
-        if family == "kit":
-            continue
-        for r in family_rows:
-            k = kit.get(r["concurrency"])
-            if not k or not r["concurrency"]:
-                continue
-            setting = f" ({r['setting']})" if with_setting else ""
-            name = f"kit vs {w.family_title(family)}{setting} at {r['concurrency']} clients"
-            if r["error"] or k["error"]:
-                out.append(Verdict(name, False, f"a run failed (kit: {k['error'] or 'ok'}; {family}: {r['error'] or 'ok'})"))
-                continue
-            out.append(
-                Verdict(
-                    name,
-                    k["throughput"] >= r["throughput"] and k["p99_ms"] <= r["p99_ms"],
-                    f"throughput {k['throughput'] / r['throughput']:.2f} x, p99 {sec(k['p99_ms'])} s vs {sec(r['p99_ms'])} s",
-                )
-            )
+def rank(row: dict, key: str) -> tuple:
+    return (row["error"] is None, row[key])
+
+
+def best_per_round(rows: list[dict], key: str) -> dict:
+    """Per round (None outside rounds), the best of `rows`."""
+    out: dict = {}
+    for row in rows:
+        held = out.get(row.get("round"))
+        if held is None or rank(row, key) > rank(held, key):
+            out[row.get("round")] = row
     return out
 
 
-def no_failures(name: str, rows: list[dict]) -> Verdict:
-    failed = [r for r in rows if r["error"]]
-    detail = (
-        f"{len(failed)} of {len(rows)} points failed, e.g. {failed[0]['error']}"
-        if failed
-        else f"none of {len(rows)} points failed"
+class Rows:
+    """The swept rows one judgement looks at: the sweep's input, one graph."""
+
+    def __init__(self, w: Workload, results: dict, graph: str | None):
+        self.w, self.key = w, w.key
+        sweep_input = results["spec"]["sweep"]["input"]
+        self.rows = [r for r in results["sweeps"] if r["input"] == sweep_input and r.get("graph") == graph]
+        self.loads = sorted({r["concurrency"] for r in self.rows if r["concurrency"]})
+
+    def of(self, family: str, clients: int, setting: str | None = None) -> dict:
+        """The family's best row per round at `clients`; `setting`: that setting's only."""
+        rows = [
+            r
+            for r in self.rows
+            if r["family"] == family and r["concurrency"] == clients and (setting is None or r["setting"] == setting)
+        ]
+        return best_per_round(rows, self.key)
+
+    def settings(self, family: str) -> list[str]:
+        return list(dict.fromkeys(r["setting"] for r in self.rows if r["family"] == family))
+
+    def families(self) -> list[str]:
+        return list(dict.fromkeys(r["family"] for r in self.rows))
+
+
+def loads_of(goal: dict, measured: list[int]) -> list[int]:
+    if "clients" in goal:
+        return [c for c in goal["clients"] if c in measured]
+    return [c for c in measured if c >= goal.get("from_clients", 0)]
+
+
+def rounds_detail(ratios: list[float]) -> str:
+    return f" (median of {len(ratios)} rounds: {', '.join(f'{r:.2f}' for r in ratios)})" if len(ratios) > 1 else ""
+
+
+def ratio_verdict(name: str, a: dict, b: dict, key: str, factor: float, p99: str | None = None) -> Verdict:
+    """`a` over `b` (rows per round) >= factor, judged on the median over the rounds both measured."""
+    both = [r for r in a if r in b]
+    if not both:
+        return Verdict(name, False, NOT_MEASURED)
+    failed = [f"{row['family']}: {row['error']}" for r in both for row in (a[r], b[r]) if row["error"]]
+    if failed:
+        return Verdict(name, False, f"a point failed ({'; '.join(failed)})")
+    if not all(a[r][key] and b[r][key] for r in both):
+        return Verdict(name, False, "a point completed no request inside its window")
+    ratios = [a[r][key] / b[r][key] for r in both]
+    times = statistics.median(ratios)
+    last = both[-1]
+    unit = key.replace("_per_s", "/s")
+    detail = f"{times:.2f} x ({a[last][key]:.2f} vs {b[last][key]:.2f} {unit}){rounds_detail(ratios)}"
+    met = times >= factor
+    if p99:
+        worse = [a[r]["p99_ms"] > b[r]["p99_ms"] if p99 == "no_worse" else a[r]["p99_ms"] >= b[r]["p99_ms"] for r in both]
+        detail += f", p99 {sec(a[last]['p99_ms'])} s vs {sec(b[last]['p99_ms'])} s"
+        met = met and sum(worse) <= len(worse) // 2
+    return Verdict(name, met, detail)
+
+
+def limit_verdicts(rows: Rows, results: dict, graph: str | None, goal: dict) -> list[Verdict]:
+    """The kit's best setting at each load over the limit of its own graph (of its own round, in turns)."""
+    share, key = goal["share"], rows.key
+    lim = limit_of(results, graph)
+    per_round = {x["round"]: x["best"][key] for x in results.get("limit_rounds", []) if x["graph"] == graph}
+    if not per_round and lim:
+        per_round = {None: lim["best"][key]}
+    out = []
+    for c in loads_of(goal, rows.loads):
+        kit = rows.of("kit", c)
+        name = f"{c} clients, kit >= {share} x limit"
+        both = [r for r in kit if r in per_round]
+        if not both:
+            out.append(Verdict(name, False, NOT_MEASURED))
+            continue
+        ratios = [kit[r][key] / per_round[r] for r in both]
+        times = statistics.median(ratios)
+        error = next((kit[r]["error"] for r in both if kit[r]["error"]), None)
+        detail = f"{times:.2f} x{rounds_detail(ratios)}" + (f"; {error}" if error else "")
+        out.append(Verdict(name, times >= share and not error, detail))
+    return out
+
+
+def versus_verdicts(rows: Rows, goal: dict) -> list[Verdict]:
+    of, factor, p99 = goal.get("of", "kit"), goal.get("factor", 1.0), goal.get("p99")
+    w, key = rows.w, rows.key
+    over = [f for f in rows.families() if f in w.baselines] if goal["over"] == "baselines" else [goal["over"]]
+    out = []
+    for family in over:
+        settings = rows.settings(family) if goal.get("per_setting") else [None]
+        for setting in settings:
+            label = f"{w.family_title(family)}" + (f" ({setting})" if setting else "")
+            for c in loads_of(goal, rows.loads):
+                a, b = rows.of(of, c), rows.of(family, c, setting)
+                if "p50_added_ms" in goal:
+                    out.append(p50_verdict(w, of, label, c, a, b, goal["p50_added_ms"]))
+                    continue
+                compared = f"{w.family_title(of)} >= {factor:g} x {label}" if factor != 1 else f"{of} vs {label}"
+                out.append(ratio_verdict(f"{compared} at {c} clients", a, b, key, factor, p99))
+    return out
+
+
+def p50_verdict(w: Workload, of: str, label: str, clients: int, a: dict, b: dict, limit_ms: float) -> Verdict:
+    name = f"{w.family_title(of)} adds <= {limit_ms:g} ms to {label}'s p50 at {clients} client{'s' * (clients > 1)}"
+    both = [r for r in a if r in b]
+    if not both or any(a[r]["error"] or b[r]["error"] for r in both):
+        return Verdict(name, False, NOT_MEASURED if not both else "a point failed")
+    added = [a[r]["p50_ms"] - b[r]["p50_ms"] for r in both]
+    median = statistics.median(added)
+    return Verdict(
+        name,
+        median <= limit_ms,
+        f"{median:.2f} ms" + (f" (rounds: {', '.join(f'{x:.2f}' for x in added)})" if len(added) > 1 else ""),
     )
-    return Verdict(name, not failed, detail)
 
 
-def none_failed_at(w: Workload, rows: dict[str, list[dict]], clients: int) -> list[Verdict]:
-    """No failed request at `clients` clients, per target family."""
+def settings_verdicts(rows: Rows, goal: dict) -> list[Verdict]:
+    """One kit setting over another at each load (ResNet's cost rule over no batching)."""
+    factor = goal.get("factor", 1.0)
     return [
-        Verdict(
-            f"zero failed requests at {clients} clients, {w.family_title(family)}", not r["error"], r["error"] or "none failed"
+        ratio_verdict(
+            f"{goal['of']} >= {factor:g} x {goal['over']} at {c} clients",
+            rows.of("kit", c, goal["of"]),
+            rows.of("kit", c, goal["over"]),
+            rows.key,
+            factor,
         )
-        for family, family_rows in rows.items()
-        for r in family_rows
-        if r["concurrency"] == clients
+        for c in loads_of(goal, rows.loads)
     ]
+
+
+def failure_verdicts(w: Workload, rows: Rows, results: dict, graph: str | None, goal: dict) -> list[Verdict]:
+    if goal.get("everywhere"):
+        out = []
+        for family in rows.families():
+            points = [r for r in results["probes"] + results["sweeps"] if r["family"] == family and r.get("graph") == graph]
+            failed = [r for r in points if r["error"]]
+            detail = (
+                f"{len(failed)} of {len(points)} points failed, e.g. {failed[0]['error']}"
+                if failed
+                else f"none of {len(points)} points failed"
+            )
+            out.append(Verdict(f"zero failed requests in probes and sweep, {w.family_title(family)}", not failed, detail))
+        return out
+
+    def name(r: dict) -> str:  # a family measured at several settings, or in several rounds, names each point
+        setting = f" ({r['setting']})" if len(rows.settings(r["family"])) > 1 else ""
+        turn = f", round {r['round'] + 1}" if r.get("round") else ""
+        return f"{w.family_title(r['family'])}{setting}{turn}"
+
+    return [
+        Verdict(f"zero failed requests at {c} clients, {name(r)}", not r["error"], r["error"] or "none failed")
+        for c in goal["clients"]
+        for r in rows.rows
+        if r["concurrency"] == c
+    ]
+
+
+def graph_limit_verdicts(w: Workload, results: dict, goal: dict) -> list[Verdict]:
+    """Each named graph's limit over the first graph's (never the first over itself)."""
+    rates = {g: limit_of(results, g)["best"][w.key] for g in graphs(results) if limit_of(results, g)}
+    if not rates:
+        return []
+    first, out = next(iter(rates)), []
+    for graph, share in goal.items():
+        if graph in rates and graph != first:
+            times = rates[graph] / rates[first]
+            detail = f"{times:.2f} x ({rates[graph]:.2f} vs {rates[first]:.2f} {w.item}s/s)"
+            out.append(Verdict(f"{graph} limit >= {share} x the {first} limit", times >= share, detail))
+    return out
+
+
+def accuracy_verdict(results: dict, goal: dict) -> Verdict:
+    name = f"served results within {goal['max_abs_diff']:g} of the direct reference"
+    check = results.get("accuracy")
+    if not check:
+        return Verdict(name, False, NOT_MEASURED)
+    diff = check["max_abs_diff"]
+    return Verdict(
+        name,
+        diff <= goal["max_abs_diff"],
+        f"max abs difference {diff:.3g} over {check['requests']} requests ({check['reference']})",
+    )
+
+
+def listed(goal: dict | list | None) -> list[dict]:
+    """A goal given once (a dict) or at several levels (a list: the issue's target and the project's own)."""
+    return [] if goal is None else goal if isinstance(goal, list) else [goal]
+
+
+def judge(w: Workload, results: dict) -> list[Verdict]:
+    """Every goal of the run, per graph in a run over `graphs`."""
+    goals, out = goals_of(w, results), []
+    for graph in graphs(results):
+        rows, judged = Rows(w, results, graph), []
+        for goal in listed(goals.get("limit")):
+            judged += limit_verdicts(rows, results, graph, goal)
+        for goal in goals.get("versus", []):
+            judged += versus_verdicts(rows, goal)
+        for goal in goals.get("settings", []):
+            judged += settings_verdicts(rows, goal)
+        if "no_failures" in goals:
+            judged += failure_verdicts(w, rows, results, graph, goals["no_failures"])
+        out += [Verdict(f"{graph}: {v.target}", v.met, v.detail) for v in judged] if graph else judged
+    if "graph_limits" in goals:
+        out += graph_limit_verdicts(w, results, goals["graph_limits"])
+    if "accuracy" in goals:
+        out.append(accuracy_verdict(results, goals["accuracy"]))
+    return out

@@ -4,6 +4,7 @@ in perf.workloads; everything the subclasses do not say (servers, load, sweep, r
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,24 @@ class Baseline:
     server: str  # "flask" (Flask's own threaded server), "gunicorn" (gthread workers) or "uvicorn"
     app: str  # "module:app"
     title: str  # the report's name for it
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What a kit variant is built from: a profile of model_repository/profiles/ and, for the models that
+    profile serves on the PyTorch runner, where they run (`placement`: device and dtype)."""
+
+    profile: str = "cpu"
+    placement: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, spec: dict) -> Deployment:
+        return cls(spec.get("profile", "cpu"), tuple(sorted(spec.get("placement", {}).items())))
+
+    @property
+    def on_gpu(self) -> bool:
+        """Whether some model may run on a GPU: its server then exports Triton's GPU metrics."""
+        return self.profile != "cpu" and dict(self.placement).get("device", "cuda") == "cuda"
 
 
 @dataclass(frozen=True)
@@ -44,7 +63,7 @@ class Workload:
     entry: str  # the model requests go to
     workers: str  # the model whose instance count is the kit's "workers / instances"
     artifacts: str  # the folder under artifacts/ that the spec's `model` folder stands in for
-    needs: tuple[str, ...]  # files the spec's `model` folder must hold
+    needs: tuple[str, ...]  # files the spec's `model` folder must hold whatever serves it (the builder checks the rest)
     request: str  # what one request carries
     item: str  # what throughput is counted in (the limit too): rows' f"{item}s_per_s"
     baselines: dict[str, Baseline] = {}  # target family -> service
@@ -52,26 +71,44 @@ class Workload:
     # `graphs` run the limit and every target on each file in turn (perf.engine.spec.graph_runs). Empty: none.
     graph_model: str = ""
     endpoint: str = ""  # the baselines' POST path
+    door_route: str = ""  # the front door's route for the entry model (a `door` target's POST path)
+    deployment: Deployment = Deployment()  # what kit variants are built from: set per spec by `for_spec`
     metric_prefixes: tuple[str, ...] = ()  # Prometheus counters of the kit to difference over each point
     columns: tuple[Column, ...] = ()
     model_note: str = ""  # the report's words on the model (a spec's `model_note` overrides it)
     load_note: str = ""  # on how requests reach each target
     workers_note: str = ""  # on what the memory table's worker count means for the kit
+    goals: dict = {}  # the targets judged where a spec names none (perf.engine.verdicts)
+
+    def for_spec(self, spec: dict) -> Workload:
+        """This workload deployed as `spec` says (its `profile` and `placement`)."""
+        bound = copy.copy(self)
+        bound.deployment = Deployment.of(spec)
+        return bound
 
     @property
     def key(self) -> str:
         return f"{self.item}s_per_s"
 
     def family_title(self, family: str) -> str:
-        return "kit (Triton)" if family == "kit" else self.baselines[family].title
+        return {"kit": "kit (Triton)", "door": "kit through the door"}.get(family) or self.baselines[family].title
 
     def label(self, models: dict) -> str:
         """A kit variant's layout in one line, from its profile's models."""
         raise NotImplementedError
 
-    def setup(self, spec: dict, model_dir: Path, work: Path) -> tuple[dict[str, InputSet], dict | None]:
-        """The spec's input sets (each knowing its items per request) and the limit, or None without one."""
+    def setup(self, spec: dict, model_dir: Path, work: Path) -> dict[str, InputSet]:
+        """The spec's input sets, each knowing its items per request."""
         raise NotImplementedError
+
+    def limit(self, spec: dict, model_dir: Path, work: Path, inputs: dict[str, InputSet]) -> dict | None:
+        """The spec's `limit`: the same work offline, in-process, at its best layout; None for a workload without one."""
+        return None
+
+    def accuracy(self, target, spec: dict, model_dir: Path, inputs: dict[str, InputSet]) -> dict:
+        """The spec's `accuracy` check: the served target's answers against direct inference of the same model,
+        {"requests", "max_abs_diff", "reference", ...}."""
+        raise NotImplementedError(f"{self.name} has no accuracy check")
 
     def baseline_environment(self, family: str, setting: dict, model_dir: Path, work: Path) -> dict[str, str]:
         """What a baseline of `family` is configured with, beside ORT_THREADS (the engine's)."""
@@ -84,10 +121,6 @@ class Workload:
     def inputs_line(self, spec: dict) -> str:
         """The report's description of the spec's input sets."""
         raise NotImplementedError
-
-    def verdicts(self, results: dict) -> list[Verdict]:
-        """The issue's targets for this workload, judged from a run's numbers."""
-        return []
 
     def sections(self, results: dict, out_dir: Path) -> list[str]:
         """The report's own sections, as Markdown lines, after the results and targets (the limit, where the time goes)."""

@@ -12,10 +12,9 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
-from perf.engine.inputs import InputSet, write_pair
-from perf.engine.tables import by_family, kit_time_table, table
-from perf.engine.verdicts import kit_by_clients, no_failures, versus_baselines, versus_limit
-from perf.engine.workload import Baseline, Verdict, Workload
+from perf.engine.inputs import InputSet, input_set
+from perf.engine.tables import kit_time_table, table
+from perf.engine.workload import Baseline, Workload
 from perf.workloads import ocr_limit
 from samples.images import mixed_images
 from samples.renderings import corpus
@@ -32,13 +31,10 @@ def spec_images(spec_input: dict) -> list[bytes]:
 
 
 def ocr_inputs(out_dir: Path, spec_input: dict) -> InputSet:
-    """A spec's images as base64 --input-data files."""
+    """A spec's images as base64, in every form a load generator sends them."""
     images = spec_images(spec_input)
     encoded = [base64.b64encode(data).decode("ascii") for data in images]
-    triton, http = write_pair(
-        out_dir, spec_input["name"], [{"IMAGE": {"content": [e], "shape": [1]}} for e in encoded], [{"image": e} for e in encoded]
-    )
-    return InputSet(spec_input["name"], images, 1.0, triton, http)
+    return input_set(out_dir, spec_input["name"], images, 1.0, "IMAGE", [{"image": e} for e in encoded])
 
 
 def per_image(row: dict) -> list[str]:
@@ -74,12 +70,18 @@ class Ocr(Workload):
     request = item = "image"
     baselines = {"uvicorn": Baseline("uvicorn", "perf.baselines.fastapi_ocr:app", "FastAPI + uvicorn")}
     endpoint = "ocr"
+    door_route = "v1/ocr"
+    goals = {
+        "limit": {"share": 0.9, "from_clients": 8},
+        "versus": [{"over": "baselines", "p99": "no_worse", "per_setting": True}],
+        "no_failures": {"everywhere": True},
+    }
     model_note = (
         "PP-OCRv4 detector and recogniser and the mobile angle classifier from rapidocr-onnxruntime 1.4.4, exported by export.ocr"
     )
     load_note = (
-        'Triton over gRPC with the image\'s base64 text in `IMAGE`, the baseline as JSON POSTs of `{"image": "<base64>"}` '
-        "(perf_analyzer's `openai` service kind): both decode the same base64. Same images, the same pipeline "
+        'an image per request as base64 text: in `IMAGE` to Triton, `{"image": "<base64>"}` to the door and the baseline, '
+        "so that every target decodes the same base64. Same images, the same pipeline "
         "(kit.pipelines.ocr, with the committed `ocr` parameters) and the same three ONNX models in every target."
     )
     workers_note = "The kit's count is the instances of `ocr_det` (and of `ocr_rec`, which each variant gives as many)."
@@ -96,14 +98,16 @@ class Ocr(Workload):
         changed = "".join(f" {key}={value}" for key, value in sorted(entry.get("parameters", {}).items()))
         return f"{nets} entry={entry.get('instances', 1)}{timeout}{changed}"
 
-    def setup(self, spec: dict, model_dir: Path, work: Path) -> tuple[dict[str, InputSet], dict]:
-        """The image sets and the limit, in images/s: the kit's pipeline in-process on the limit set's images."""
-        inputs = {s["name"]: ocr_inputs(work / "inputs", s) for s in spec["inputs"]}
+    def setup(self, spec: dict, model_dir: Path, work: Path) -> dict[str, InputSet]:
+        return {s["name"]: ocr_inputs(work / "inputs", s) for s in spec["inputs"]}
+
+    def limit(self, spec: dict, model_dir: Path, work: Path, inputs: dict[str, InputSet]) -> dict:
+        """In images/s: the kit's pipeline in-process on the limit set's images."""
         print(f"limit: the OCR pipeline in-process on {model_dir.name}", flush=True)
         lim = spec["limit"]
         result = ocr_limit.measure(model_dir, inputs[lim["input"]].items[: lim.get("images")], lim.get("warmup", 2))
         print(f"  best: {result['best']['layout']}: {result['best']['images_per_s']:.2f} images/s", flush=True)
-        return inputs, result
+        return result
 
     def baseline_environment(self, family: str, setting: dict, model_dir: Path, work: Path) -> dict[str, str]:
         return {"OCR_MODEL_DIR": str(model_dir.resolve())}
@@ -111,21 +115,8 @@ class Ocr(Workload):
     def inputs_line(self, spec: dict) -> str:
         return "; ".join(map(input_line, spec["inputs"]))
 
-    def verdicts(self, results: dict) -> list[Verdict]:
-        """The issue's OCR targets: >= 0.9 x the limit at 8+ clients; >= FastAPI + uvicorn at its best worker
-        count with a p99 no worse; no failed request at any point of any target."""
-        rows = by_family(results["sweeps"], results["spec"]["sweep"]["input"])
-        kit = kit_by_clients(rows)
-        out = versus_limit(self, kit, results["limit"]["best"][self.key], [c for c in sorted(kit) if c >= 8])
-        out += versus_baselines(self, rows, kit, with_setting=True)
-        for family in ("kit", *self.baselines):
-            points = [r for r in results["probes"] + results["sweeps"] if r["family"] == family]
-            if points:
-                out.append(no_failures(f"zero failed requests in probes and sweep, {self.family_title(family)}", points))
-        return out
-
     def sections(self, results: dict, out_dir: Path) -> list[str]:
-        return limit_section(results["limit"]) + time_section(results)
+        return (limit_section(results["limit"]) if results.get("limit") else []) + time_section(results)
 
 
 def input_line(spec_input: dict) -> str:

@@ -2,10 +2,12 @@
 against the Flask, gunicorn, FastAPI and asyncio-batcher services it replaces, and the offline limit.
 
 Padding is compute: every target of a run pads chunks to the buckets the kit serves with (the
-committed CPU profile's, read from the built config), so that the kit, the baselines and the limit
+deployment profile's, read from the built config), so that the kit, the baselines and the limit
 do the same work per chunk and differ only in how they serve it. So is precision: the baselines and
-the limit run the ONNX file that the kit variant's `radar_classifier` serves (its `onnx_model`
-parameter, which the profile setting `graph` picks; a baseline's or the limit's `graph` names one).
+the limit run the network that the kit variant's `radar_classifier` serves, on the same runner: the
+ONNX file (its `onnx_model` parameter, which the profile setting `graph` picks; a baseline's or the
+limit's `graph` names one), or, where the profile serves the PyTorch runner (gpu-embedded), the
+checkpoint in the same dtype on the same device.
 """
 
 from __future__ import annotations
@@ -13,28 +15,32 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+import tritonclient.grpc as grpcclient
+
 from kit.adapters.artifacts import radar_pipeline
 from kit.adapters.settings import RadarSettings
 from kit.control.configs import load_source_config, parameters
 from kit.control.profiles import load_profile
 from kit.pipelines.text.radar import RadarPipeline
-from perf.engine.inputs import InputSet, write_pair
-from perf.engine.tables import by_family, kit_time_table, sec, table
+from perf.engine.inputs import InputSet, bytes_tensor, input_set
+from perf.engine.load import tensor
+from perf.engine.tables import kit_time_table, sec, table
 from perf.engine.targets import variant_configs
-from perf.engine.verdicts import kit_by_clients, none_failed_at, versus_baselines, versus_limit
-from perf.engine.workload import Baseline, Verdict, Workload
+from perf.engine.workload import Baseline, Workload
 from perf.workloads import radar_limit
 from samples.texts import sample_texts
 
+# One request of the accuracy check: a hung server fails the check, not the run.
+ACCURACY_TIMEOUT_S = 60.0
+
 
 def radar_inputs(out_dir: Path, spec_input: dict, pipeline: RadarPipeline) -> InputSet:
-    """A spec's texts (samples.texts) as --input-data files, knowing their chunks per text."""
+    """A spec's texts (samples.texts), in every form a load generator sends them, knowing their chunks per text."""
     s = spec_input
     texts = sample_texts(s["count"], s["min_chars"], s["max_chars"], seed=s["seed"])
-    triton, http = write_pair(
-        out_dir, s["name"], [{"TEXT": {"content": [t], "shape": [1]}} for t in texts], [{"text": t} for t in texts]
-    )
-    return InputSet(s["name"], texts, radar_limit.chunks_per_text(pipeline, texts), triton, http)
+    per_text = radar_limit.chunks_per_text(pipeline, texts)
+    return input_set(out_dir, s["name"], texts, per_text, "TEXT", [{"text": t} for t in texts])
 
 
 def per_text(row: dict) -> list[str]:
@@ -57,7 +63,7 @@ def per_text(row: dict) -> list[str]:
 class Radar(Workload):
     name, title = "radar", "RADAR"
     models = ("radar", "radar_classifier")
-    entry, workers, artifacts, needs = "radar", "radar_classifier", "radar", ("model.onnx",)
+    entry, workers, artifacts, needs = "radar", "radar_classifier", "radar", ("export.json", "tokenizer.json")
     request, item = "text", "chunk"
     baselines = {
         "flask": Baseline("flask", "perf.baselines.flask_radar:app", "Flask"),
@@ -66,19 +72,25 @@ class Radar(Workload):
         "batcher": Baseline("uvicorn", "perf.baselines.fastapi_batcher:app", "FastAPI + asyncio batcher"),
     }
     endpoint = "predict"
+    door_route = "v1/radar"
+    goals = {
+        "limit": {"share": 0.9, "clients": [16, 64]},
+        "versus": [{"over": "baselines", "p99": "no_worse"}],
+        "no_failures": {"clients": [256]},
+    }
     model_note = "the exported RADAR classifier"
     load_note = (
-        "Triton over gRPC, the baselines as JSON POSTs (perf_analyzer's `openai` service kind). Same texts, same chunking "
-        "and length buckets (the CPU profile's bucket count, unless a kit variant's label says otherwise), same ONNX model; "
-        "a chunk is counted as requests/s x the mean chunks per text of the input set."
+        'a text per request: its `TEXT` tensor to Triton, `{"text": ...}` to the door and the baselines. Same texts, same '
+        "chunking and length buckets (the profile's bucket count, unless a kit variant's label says otherwise), the same "
+        "network on the same runner; a chunk is counted as requests/s x the mean chunks per text of the input set."
     )
     workers_note = "The kit's count is `radar_classifier`'s instances."
 
-    def served(self, model_dir: Path, work: Path, setting: dict | None = None) -> tuple[dict, str]:
-        """What a kit variant (the committed CPU profile unless `setting` overrides it) serves from `model_dir`,
-        read from the configs the builder resolves: the `radar` parameters and the classifier's ONNX file."""
+    def served(self, model_dir: Path, work: Path, setting: dict | None = None) -> tuple[dict, dict]:
+        """What a kit variant (the deployment's profile unless `setting` overrides it) serves from `model_dir`,
+        read from the configs the builder resolves: the `radar` parameters and the classifier's (its runner's)."""
         configs = variant_configs(self, setting or {}, model_dir, work)
-        return parameters(configs["radar"]), parameters(configs["radar_classifier"])["onnx_model"]
+        return parameters(configs["radar"]), parameters(configs["radar_classifier"])
 
     def settings(self, model_dir: Path, work: Path, setting: dict | None = None) -> RadarSettings:
         """RADAR's settings as a kit variant serves them from `model_dir` (see `served`)."""
@@ -105,32 +117,78 @@ class Radar(Workload):
             f"buckets={buckets} entry={entry.get('instances', 1)}{ragged}{graph}{timeout}"
         )
 
-    def setup(self, spec: dict, model_dir: Path, work: Path) -> tuple[dict[str, InputSet], dict]:
-        """The text sets and the limit, in chunks/s, on the graph the spec's `limit` names (default: the kit's)."""
+    def pipeline(self, spec: dict, model_dir: Path, work: Path) -> RadarPipeline:
+        """RADAR's pipeline as the kit variant the spec's `limit` names (default: the deployment's) serves it."""
+        params, _ = self.served(model_dir, work / "kit-settings", self.graph_variant(spec.get("limit", {})))
+        return radar_pipeline(model_dir, RadarSettings.from_parameters(params))
+
+    def setup(self, spec: dict, model_dir: Path, work: Path) -> dict[str, InputSet]:
+        pipeline = self.pipeline(spec, model_dir, work)
+        return {s["name"]: radar_inputs(work / "inputs", s, pipeline) for s in spec["inputs"]}
+
+    def limit(self, spec: dict, model_dir: Path, work: Path, inputs: dict[str, InputSet]) -> dict:
+        """The limit in chunks/s on the network the spec's `limit` names (default: the kit's), on its runner."""
         lim = spec["limit"]
-        params, graph = self.served(model_dir, work / "kit-settings", self.graph_variant(lim))
+        params, clf = self.served(model_dir, work / "kit-settings", self.graph_variant(lim))
         settings = RadarSettings.from_parameters(params)
         pipeline = radar_pipeline(model_dir, settings)
-        inputs = {s["name"]: radar_inputs(work / "inputs", s, pipeline) for s in spec["inputs"]}
-        print(f"limit: offline ONNX Runtime on {model_dir.name}/{graph}", flush=True)
-        result = radar_limit.measure(
-            model_dir / graph, pipeline, inputs[lim["input"]].items, lim.get("chunks"), lim["batch_sizes"], settings.bucket_count
-        )
-        print(
-            f"  best: {result['best']['layout']} batch {result['best']['batch']}: {result['best']['chunks_per_s']:.2f} chunks/s",
-            flush=True,
-        )
-        return inputs, result
+        texts = inputs[lim["input"]].items
+        if "torch_model" in clf:
+            print(
+                f"limit: the PyTorch runner on {model_dir.name}/{clf['torch_model']} ({clf['dtype']}, {clf['device']})",
+                flush=True,
+            )
+            result = radar_limit.measure_torch(
+                model_dir, pipeline, texts, lim.get("chunks"), lim["batch_sizes"], clf["dtype"], clf["device"]
+            )
+        else:
+            graph = clf["onnx_model"]
+            print(f"limit: offline ONNX Runtime on {model_dir.name}/{graph}", flush=True)
+            result = radar_limit.measure(
+                model_dir / graph, pipeline, texts, lim.get("chunks"), lim["batch_sizes"], lim.get("levels"), lim.get("operators")
+            )
+        result["bucket_count"] = settings.bucket_count
+        best = result["best"]
+        print(f"  best: {best['layout']} batch {best['batch']}: {best['chunks_per_s']:.2f} chunks/s", flush=True)
+        return result
 
     def baseline_environment(self, family: str, setting: dict, model_dir: Path, work: Path) -> dict[str, str]:
-        """The model folder, the kit's settings as parameters (RadarSettings.from_parameters rebuilds them) and
-        the graph the kit serves; a setting's `bucket_count` pads to that many buckets instead, its `graph` runs that file."""
+        """The model folder, the kit's settings as parameters (RadarSettings.from_parameters rebuilds them) and the
+        network the kit serves: its graph, or its checkpoint on the PyTorch runner in the same dtype and device. A
+        setting's `bucket_count` pads to that many buckets instead, its `graph` runs that file."""
         variant = {"radar": {"parameters": {"bucket_count": str(setting["bucket_count"])}}} if "bucket_count" in setting else {}
-        params, graph = self.served(model_dir, work / "kit-settings", variant | self.graph_variant(setting))
-        env = {"RADAR_MODEL_DIR": str(model_dir.resolve()), "RADAR_SETTINGS": json.dumps(params), "RADAR_GRAPH": graph}
+        params, clf = self.served(model_dir, work / "kit-settings", variant | self.graph_variant(setting))
+        env = {"RADAR_MODEL_DIR": str(model_dir.resolve()), "RADAR_SETTINGS": json.dumps(params)}
+        if "torch_model" in clf:
+            env |= {"RADAR_RUNNER": "torch", "RADAR_TORCH_DTYPE": clf["dtype"], "RADAR_TORCH_DEVICE": clf["device"]}
+        else:
+            env["RADAR_GRAPH"] = clf["onnx_model"]
         if family == "batcher":
             env |= {"BATCH_SIZE_MAX": str(setting["batch_size_max"]), "BATCH_TIMEOUT": str(setting["batch_timeout_ms"] / 1000)}
         return env
+
+    def accuracy(self, target, spec: dict, model_dir: Path, inputs: dict[str, InputSet]) -> dict:
+        """Scores served for the first texts of the sweep's input against the same pipeline in-process on the FP32
+        reference: the checkpoint on the PyTorch runner on the CPU where the kit serves that runner, else the ONNX
+        graph as exported (model.onnx)."""
+        count = spec["accuracy"].get("requests", 8)
+        texts = inputs[spec["sweep"]["input"]].items[:count]
+        params, clf = self.served(model_dir, target.workdir / "accuracy")
+        pipeline = radar_pipeline(model_dir, RadarSettings.from_parameters(params))
+        reference, logits = radar_limit.reference_logits(model_dir, "torch_model" in clf)
+        client = grpcclient.InferenceServerClient(target.grpc_url)
+        diffs = []
+        try:
+            for text in texts:
+                plan = pipeline.plan(text)
+                expected = pipeline.finish(plan, [logits(g.input_ids, g.attention_mask) for g in plan.groups])
+                request = [tensor(name, value) for name, value in bytes_tensor("TEXT", text).items()]
+                answer = client.infer(self.entry, request, client_timeout=ACCURACY_TIMEOUT_S)
+                diffs.append(float(np.abs(answer.as_numpy("CHUNK_SCORES") - expected.chunk_scores).max()))
+                diffs.append(abs(float(answer.as_numpy("SCORE")[0]) - float(expected.score)))
+        finally:
+            client.close()
+        return {"requests": len(texts), "max_abs_diff": max(diffs), "reference": reference, "compared": "SCORE and CHUNK_SCORES"}
 
     def inputs_line(self, spec: dict) -> str:
         return "; ".join(
@@ -138,21 +196,10 @@ class Radar(Workload):
             for i in spec["inputs"]
         )
 
-    def verdicts(self, results: dict) -> list[Verdict]:
-        """The issue's RADAR targets: >= 0.9 x the limit at 16 and 64 clients; at least every baseline's
-        throughput with a p99 no worse; no failed request at 256 clients."""
-        rows = by_family(results["sweeps"], results["spec"]["sweep"]["input"])
-        kit = kit_by_clients(rows)
-        return (
-            versus_limit(self, kit, results["limit"]["best"][self.key], [16, 64])
-            + versus_baselines(self, rows, kit)
-            + none_failed_at(self, rows, 256)
-        )
-
     def sections(self, results: dict, out_dir: Path) -> list[str]:
         tune = out_dir / "tune.json"
         return (
-            limit_section(results["limit"])
+            (limit_section(results["limit"]) if results.get("limit") else [])
             + time_section(results)
             + (tune_section(json.loads(tune.read_text())) if tune.is_file() else [])
         )
@@ -173,17 +220,26 @@ TIME_HEADERS = [
 
 
 def limit_section(lim: dict, name: str = "") -> list[str]:
-    """The limit's layouts and its best; `name`: the graph's, in a run over several."""
-    rows = [[r["layout"], r["batch"], f"{r['chunks_per_s']:.2f}", f"{r['chunks_per_cpu_s']:.2f}"] for r in lim["layouts"]]
+    """The limit's layouts and its best, and the operators ONNX Runtime ran where counted; `name`: the graph's,
+    in a run over several."""
+    levels = any("level" in r for r in lim["layouts"])
+    rows = [
+        [r["layout"], *([r["level"]] if levels else []), r["batch"], f"{r['chunks_per_s']:.2f}", f"{r['chunks_per_cpu_s']:.2f}"]
+        for r in lim["layouts"]
+    ]
     best = f"**{lim['best']['layout']} at batch {lim['best']['batch']}: {lim['best']['chunks_per_s']:.2f} chunks/s**"
     per_text = f"{lim['texts_per_s']:.2f} texts/s at {lim['chunks_per_text']:.2f} chunks per text"
     buckets = f", padded to {lim['bucket_count']} length buckets as every target of the run" if "bucket_count" in lim else ""
     graph = f", on `{lim['graph']}`" if "graph" in lim else ""
-    return [
+    out = [
         f"## The limit{f' of {name}' if name else ''} (offline, in-process, same chunks)\n",
-        *table(["layout", "batch", "chunks/s", "chunks / CPU-s"], rows),
+        *table(["layout", *(["ONNX Runtime level"] if levels else []), "batch", "chunks/s", "chunks / CPU-s"], rows),
         f"\nBest: {best} ({per_text}), over {lim['chunks']} chunks{buckets}{graph}.\n",
     ]
+    for level, ops in lim.get("operators_run", {}).items():
+        top = ", ".join(f"{op} {n}" for op, n in list(ops.items())[:8])
+        out.append(f"Operators ONNX Runtime runs at level {level}: {sum(ops.values())} nodes ({top}, ...).\n")
+    return out
 
 
 def time_section(results: dict) -> list[str]:

@@ -1,21 +1,33 @@
-"""RADAR's limit: the classifier's offline throughput in this process, no server, at its best layout.
+"""RADAR's limit: the classifier's offline throughput, no server, at its best layout.
 
 Same texts, same chunking and length buckets as the served runs (the kit's RadarSettings), on the
-ONNX file they serve (perf.workloads.radar picks it); the chunks run bucket by bucket in batches.
-Two layouts, as the issue asks: one session with all cores at several batch sizes, and N sessions
-x 1 thread in parallel processes (N = cores). The best one is the ceiling.
+network they serve (perf.workloads.radar picks it); the chunks run bucket by bucket in batches.
+
+- ONNX Runtime: two layouts, as the issue asks: one session with all cores at several batch sizes,
+  and N sessions x 1 thread in parallel processes (N = cores); optionally at several of ONNX Runtime's
+  optimisation `levels`, each with the operators of the graph it actually runs (`operators`: where an
+  offline fusion that gains nothing shows why).
+- The PyTorch runner (the gpu-embedded profile's): one process per batch size, on the device and in the
+  dtype the kit serves, in a child so that the benchmark's own process never holds a CUDA context.
+
+The best one is the ceiling.
 """
 
 from __future__ import annotations
 
+import collections
 import functools
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import onnx
+import onnxruntime as ort
 
 from kit.pipelines.text.radar import RadarPipeline
-from kit.runners.onnx import SERVED_LEVEL, make_session
+from kit.runners.onnx import CPU, LEVELS, SERVED_LEVEL, make_session
+from perf.baselines.radar_model import Logits, onnx_logits, torch_logits
 from perf.engine.limit import CORES, in_parallel, timed
 
 Rows = list[tuple[np.ndarray, np.ndarray]]
@@ -43,16 +55,25 @@ def batches(rows: Rows, batch_size: int) -> list[Batch]:
     return out
 
 
-def run_all(session, work: list[Batch]) -> None:
+def run_all(logits: Logits, work: list[Batch]) -> None:
     for ids, mask in work:
-        session.run(["logits"], {"input_ids": ids, "attention_mask": mask})
+        logits(ids, mask)
 
 
 def radar_job(model: Path, rows: Rows, batch_size: int, threads: int, level: str = SERVED_LEVEL) -> Callable[[], None]:
     session = make_session(model, threads, level=level)
+    logits = lambda ids, mask: session.run(["logits"], {"input_ids": ids, "attention_mask": mask})[0]  # noqa: E731
     work = batches(rows, batch_size)
-    run_all(session, work[:1])  # warm-up
-    return functools.partial(run_all, session, work)
+    run_all(logits, work[:1])  # warm-up
+    return functools.partial(run_all, logits, work)
+
+
+def torch_job(model_dir: Path, rows: Rows, batch_size: int, dtype: str, device: str) -> Callable[[], None]:
+    """One untimed pass over the work first: the first call of each shape selects the GPU's kernels."""
+    logits = torch_logits(model_dir, dtype, device)
+    work = batches(rows, batch_size)
+    run_all(logits, work)
+    return functools.partial(run_all, logits, work)
 
 
 def one_session(model: Path, rows: Rows, threads: int, batch_size: int, level: str = SERVED_LEVEL) -> tuple[float, float]:
@@ -68,30 +89,88 @@ def parallel_sessions(model: Path, rows: Rows, sessions: int, batch_size: int, l
     return len(rows) / wall, len(rows) / cpu
 
 
-def measure(
-    model: Path, pipeline: RadarPipeline, texts: list[str], chunks: int | None, batch_sizes: list[int], bucket_count: int
-) -> dict:
-    """Chunks/s of every layout of the ONNX file `model` on the first `chunks` chunks (all: None), and the best;
-    the limit in texts/s follows from chunks per text."""
-    every_row = chunk_rows(pipeline, texts)
-    rows, per_text, cores = every_row[:chunks], len(every_row) / len(texts), CORES
-    layouts = []
-    for b in batch_sizes:
-        rate, per_cpu = one_session(model, rows, cores, b)
-        layouts.append({"layout": f"1 session x {cores} threads", "batch": b, "chunks_per_s": rate, "chunks_per_cpu_s": per_cpu})
-    if cores > 1:
-        for b in batch_sizes:
-            rate, per_cpu = parallel_sessions(model, rows, cores, b)
-            layouts.append(
-                {"layout": f"{cores} sessions x 1 thread", "batch": b, "chunks_per_s": rate, "chunks_per_cpu_s": per_cpu}
-            )
+def operators_run(path: Path, level: str) -> dict[str, int]:
+    """Operator counts of the graph ONNX Runtime's CPU provider runs for `path` at `level` (it writes the graph
+    it optimised; the weights are not read back)."""
+    with tempfile.TemporaryDirectory(prefix="radar-ops-") as tmp:
+        options = ort.SessionOptions()
+        options.graph_optimization_level = LEVELS[level]
+        options.optimized_model_filepath = str(Path(tmp) / "optimized.onnx")
+        ort.InferenceSession(str(path), options, providers=[CPU])
+        graph = onnx.load(options.optimized_model_filepath, load_external_data=False).graph
+    return dict(collections.Counter(node.op_type for node in graph.node).most_common())
+
+
+def summary(rows: Rows, texts: list[str], every_row: Rows, layouts: list[dict], **facts) -> dict:
     best = max(layouts, key=lambda r: r["chunks_per_s"])
+    per_text = len(every_row) / len(texts)
     return {
-        "graph": model.name,
+        **facts,
         "chunks": len(rows),
-        "bucket_count": bucket_count,
         "chunks_per_text": per_text,
         "layouts": layouts,
         "best": best,
         "texts_per_s": best["chunks_per_s"] / per_text,
     }
+
+
+def measure(
+    model: Path,
+    pipeline: RadarPipeline,
+    texts: list[str],
+    chunks: int | None,
+    batch_sizes: list[int],
+    levels: list[str] | None = None,
+    operators: bool = False,
+) -> dict:
+    """Chunks/s of every layout of the ONNX file `model` on the first `chunks` chunks (all: None) at each of `levels`
+    (the served one: None), and the best; the limit in texts/s follows from chunks per text."""
+    every_row = chunk_rows(pipeline, texts)
+    rows, layouts = every_row[:chunks], []
+    for level in levels or [SERVED_LEVEL]:
+        at = {} if levels is None else {"level": level}
+        runs = [(f"1 session x {CORES} threads", one_session)]
+        if CORES > 1:
+            runs.append((f"{CORES} sessions x 1 thread", parallel_sessions))
+        for layout, timing in runs:
+            for b in batch_sizes:
+                rate, per_cpu = timing(model, rows, CORES, b, level)
+                layouts.append({"layout": layout, "batch": b, **at, "chunks_per_s": rate, "chunks_per_cpu_s": per_cpu})
+    facts = {"graph": model.name}
+    if operators:
+        facts["operators_run"] = {level: operators_run(model, level) for level in levels or [SERVED_LEVEL]}
+    return summary(rows, texts, every_row, layouts, **facts)
+
+
+def measure_torch(
+    model_dir: Path,
+    pipeline: RadarPipeline,
+    texts: list[str],
+    chunks: int | None,
+    batch_sizes: list[int],
+    dtype: str,
+    device: str,
+) -> dict:
+    """Chunks/s of the PyTorch runner on the folder's checkpoint, one child process per batch size."""
+    every_row = chunk_rows(pipeline, texts)
+    rows, layouts = every_row[:chunks], []
+    for b in batch_sizes:
+        wall, cpu = in_parallel([functools.partial(torch_job, model_dir, rows, b, dtype, device)])
+        layouts.append(
+            {
+                "layout": f"PyTorch runner, {dtype} on {device}",
+                "batch": b,
+                "chunks_per_s": len(rows) / wall,
+                "chunks_per_cpu_s": len(rows) / cpu,
+            }
+        )
+        print(f"  batch {b}: {layouts[-1]['chunks_per_s']:.1f} chunks/s", flush=True)
+    return summary(rows, texts, every_row, layouts, runner="torch", dtype=dtype, device=device)
+
+
+def reference_logits(model_dir: Path, torch_runner: bool) -> tuple[str, Logits]:
+    """The FP32 reference of what the kit serves: the checkpoint on the PyTorch runner on the CPU where the kit
+    serves that runner, else the graph as exported (model.onnx), which the served CPU graphs were gated against."""
+    if torch_runner:
+        return "the checkpoint in FP32 on the CPU (the PyTorch runner)", torch_logits(model_dir, "fp32", "cpu")
+    return "model.onnx (FP32 as exported) on ONNX Runtime", onnx_logits(model_dir / "model.onnx", CORES)

@@ -12,8 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from perf.engine.tables import by_family, graphs, limit_of, sec, table
-from perf.engine.verdicts import kit_by_clients, none_failed_at, versus_limit
-from perf.engine.workload import Verdict
 from perf.workloads.radar import Radar, limit_section, time_section
 
 
@@ -26,37 +24,24 @@ def per_load(rows: list[dict], loads: list[int], figure: Callable[[dict], str]) 
 class RadarPrecision(Radar):
     name, title = "radar-precision", "RADAR precision"
     graph_model = "radar_classifier"
-    share = 0.95  # the issue: served >= 0.95 x the limit of the same graph at 16 and 64 clients
-    over_first = {"fused": 1.1, "int8": 2.0}  # the issue: these graphs' limits over the first graph's (FP32)
+    goals = {
+        "limit": {"share": 0.95, "clients": [16, 64]},  # the issue: served >= 0.95 x the limit of the same graph
+        "no_failures": {"clients": [256]},
+        "graph_limits": {"fused": 1.1, "int8": 2.0},  # the issue: these graphs' limits over the first graph's (FP32)
+    }
 
     def limit_rates(self, results: dict) -> dict[str, float]:
         """Each graph's limit in chunks/s, in the run's order (the first is the reference)."""
-        return {g: limit_of(results, g)["best"][self.key] for g in graphs(results)}
+        return {g: limit_of(results, g)["best"][self.key] for g in graphs(results) if limit_of(results, g)}
 
     def graph_rows(self, results: dict, graph: str) -> dict[str, list[dict]]:
         """The swept rows of one graph on the sweep's input, by target family."""
         return by_family([r for r in results["sweeps"] if r["graph"] == graph], results["spec"]["sweep"]["input"])
 
-    def verdicts(self, results: dict) -> list[Verdict]:
-        """Per graph: the kit >= 0.95 x that graph's limit at 16 and 64 clients, no failed request at 256;
-        then the fused and INT8 limits over the FP32 one."""
-        rates, out = self.limit_rates(results), []
-        for graph, rate in rates.items():
-            rows = self.graph_rows(results, graph)
-            judged = versus_limit(self, kit_by_clients(rows), rate, [16, 64], self.share) + none_failed_at(self, rows, 256)
-            out += [Verdict(f"{graph}: {v.target}", v.met, v.detail) for v in judged]
-        first = next(iter(rates))
-        for graph, share in self.over_first.items():
-            if graph in rates and graph != first:
-                times = rates[graph] / rates[first]
-                detail = f"{times:.2f} x ({rates[graph]:.2f} vs {rates[first]:.2f} chunks/s)"
-                out.append(Verdict(f"{graph} limit >= {share} x the {first} limit", times >= share, detail))
-        return out
-
     def sections(self, results: dict, out_dir: Path) -> list[str]:
         return (
             self.side_by_side(results)
-            + [line for g in graphs(results) for line in limit_section(limit_of(results, g), g)]
+            + [line for g in graphs(results) if limit_of(results, g) for line in limit_section(limit_of(results, g), g)]
             + time_section(results)
         )
 

@@ -14,19 +14,28 @@ padding waste, images per backbone run, runs that mixed shapes and the backbone'
 
 from __future__ import annotations
 
+import base64
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import tritonclient.grpc as grpcclient
 
 from kit.control.configs import load_source_config, parameters
+from kit.runners.onnx import make_session
 from perf.engine.inputs import InputSet
+from perf.engine.limit import CORES
+from perf.engine.load import tensor
 from perf.engine.tables import relative_table
+from perf.engine.targets import variant_configs
 from perf.engine.workload import Column, Workload
 
 PADDING = 'padded_batch_elements{kind="padding",model="resnet50"}'
 VALID = 'padded_batch_elements{kind="valid",model="resnet50"}'
 MIXED = 'padded_batch_runs{model="resnet50",shapes="mixed"}'
+# One request of the accuracy check: a hung server fails the check, not the run.
+ACCURACY_TIMEOUT_S = 60.0
 
 
 def sample_images(count: int, seed: int, min_side: int, max_side: int) -> list[np.ndarray]:
@@ -36,12 +45,38 @@ def sample_images(count: int, seed: int, min_side: int, max_side: int) -> list[n
     return [rng.standard_normal((1, 3, h, w), dtype=np.float32) for h, w in sides]
 
 
+def image_set(spec_input: dict) -> InputSet:
+    """A spec's images as the `INPUT` tensors of `resnet50`, and as the door's JSON (shape, base64 of the values)."""
+    s = spec_input
+    images = sample_images(s["count"], s["seed"], s["min_side"], s["max_side"])
+    bodies = [
+        json.dumps({"shape": list(a.shape[1:]), "data": base64.b64encode(a[0].astype("<f4").tobytes()).decode()}).encode()
+        for a in images
+    ]
+    tensors = [{"INPUT": a} for a in images]
+    return InputSet(s["name"], tensors, 1.0, tensors=tensors, bodies=bodies)
+
+
+def reference_probabilities(model_dir: Path, torch_runner: bool) -> tuple[str, Callable[[np.ndarray], np.ndarray]]:
+    """One [1, 3, H, W] image's class probabilities, unpadded, in FP32: the checkpoint on the PyTorch runner on the
+    CPU, or the exported graph on ONNX Runtime (torch is imported only there: the serve venv has none)."""
+    feed = lambda image: {"pixel_values": image, "image_sizes": np.array([image.shape[2:]], dtype=np.int64)}  # noqa: E731
+    if torch_runner:
+        from kit.runners.torch import TorchModel, TorchOptions
+
+        model = TorchModel.from_checkpoint(model_dir / "checkpoint", ["probs"], TorchOptions("fp32", "cpu"))
+        return "the checkpoint in FP32 on the CPU (the PyTorch runner)", lambda image: model(feed(image))["probs"][0]
+    session = make_session(model_dir / "model.onnx", CORES)
+    return "model.onnx on ONNX Runtime", lambda image: session.run(["probs"], feed(image))[0][0]
+
+
 class Resnet(Workload):
     name, title = "resnet", "ResNet50"
     models = ("resnet50", "resnet50_backbone")
     entry, workers, artifacts = "resnet50", "resnet50_backbone", "resnet50"
-    needs = ("model.onnx", "cost.json")
+    needs = ("cost.json",)
     request = item = "image"
+    door_route = "v1/resnet50"
     metric_prefixes = ("padded_batch_",)
     columns = (
         Column("padding waste", lambda r: f"{r['padding_waste']:.1%}"),
@@ -62,10 +97,35 @@ class Resnet(Workload):
             return "triton"
         return resnet.get("parameters", {}).get("merge_policy") or parameters(load_source_config("resnet50"))["merge_policy"]
 
-    def setup(self, spec: dict, model_dir: Path, work: Path) -> tuple[dict[str, InputSet], None]:
-        """The image tensors; no limit (the variants are compared with each other)."""
-        images = lambda s: sample_images(s["count"], s["seed"], s["min_side"], s["max_side"])  # noqa: E731
-        return {s["name"]: InputSet(s["name"], [{"INPUT": a} for a in images(s)], 1.0) for s in spec["inputs"]}, None
+    def setup(self, spec: dict, model_dir: Path, work: Path) -> dict[str, InputSet]:
+        """The image tensors, and the door's JSON of each; no limit (the variants are compared with each other)."""
+        return {s["name"]: image_set(s) for s in spec["inputs"]}
+
+    def accuracy(self, target, spec: dict, model_dir: Path, inputs: dict[str, InputSet]) -> dict:
+        """Class probabilities served for the first images of the sweep's input, each alone, against the same image
+        alone and unpadded through the FP32 reference: the checkpoint on the PyTorch runner on the CPU where the kit
+        serves that runner, else the ONNX graph."""
+        images = inputs[spec["sweep"]["input"]].tensors[: spec["accuracy"].get("requests", 8)]
+        clf = parameters(variant_configs(self, {}, model_dir, target.workdir / "accuracy")["resnet50_backbone"])
+        reference, probs = reference_probabilities(model_dir, "torch_model" in clf)
+        client = grpcclient.InferenceServerClient(target.grpc_url)
+        diffs, agree = [], 0
+        try:
+            for item in images:
+                image = item["INPUT"]
+                request = [tensor("INPUT", image)]
+                served = client.infer(self.entry, request, client_timeout=ACCURACY_TIMEOUT_S).as_numpy("PROBS").reshape(-1)
+                expected = probs(image)
+                diffs.append(float(np.abs(served - expected).max()))
+                agree += int(served.argmax() == expected.argmax())
+        finally:
+            client.close()
+        return {
+            "requests": len(images),
+            "max_abs_diff": max(diffs),
+            "top1_agreement": agree / len(images),
+            "reference": reference,
+        }
 
     def figures(self, row: dict) -> dict:
         m, backbone = row.get("metrics", {}), row.get("triton", {}).get("resnet50_backbone", {})
@@ -91,7 +151,7 @@ class Resnet(Workload):
         placement = ", ".join(f"{m} {json.dumps({k: v for k, v in s.items() if k != 'parameters'})}" for m, s in layout.items())
         return [
             "## Throughput relative to no batching\n",
-            f"Same layout, same images; layout (CPU profile): {placement}.\n",
+            f"Same layout, same images; layout (the `{results['spec'].get('profile', 'cpu')}` profile): {placement}.\n",
             *relative_table(rows, "none", self.key),
             "",
         ]

@@ -164,7 +164,7 @@ def test_flask_baseline_under_the_same_stream(tmp_path, check):
 
             return send, session.close
 
-        result = run_soak("soak_flask", flask.pid, http_sender, check)
+        result = run_soak("soak_flask", flask.pids[0], http_sender, check)
     finally:
         flask.stop()
     assert result["requests"] > 0

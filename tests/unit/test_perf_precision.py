@@ -11,6 +11,7 @@ from perf.baselines.radar_model import logits_from_env
 from perf.engine.report import render
 from perf.engine.spec import graph_runs, load_spec
 from perf.engine.targets import make_target, variant_configs
+from perf.engine.verdicts import judge
 from perf.workloads.radar_precision import RADAR_PRECISION
 
 GRAPHS = ("model.fused.onnx", "model.int8.onnx", "model.cpu.onnx")
@@ -38,7 +39,9 @@ def test_kit_baseline_and_limit_of_each_graph_run_that_graphs_file(spec_name, gr
         kit = make_target(RADAR_PRECISION, "kit", run["targets"]["kit"][0], graphs_folder, work)
         served = parameters(variant_configs(RADAR_PRECISION, kit.setting, graphs_folder, work / "kit")["radar_classifier"])
         baseline = make_target(RADAR_PRECISION, "uvicorn", run["targets"]["uvicorn"][0], graphs_folder, work)
-        limit = RADAR_PRECISION.served(graphs_folder, work / "limit", RADAR_PRECISION.graph_variant(run["limit"]))[1]
+        limit = RADAR_PRECISION.served(graphs_folder, work / "limit", RADAR_PRECISION.graph_variant(run["limit"]))[1][
+            "onnx_model"
+        ]
         assert served["onnx_model"] == baseline.environment()["RADAR_GRAPH"] == limit == graph
         assert kit.profile()["models"]["radar"]["default_timeout_microseconds"] == 600_000_000  # the spec's own settings stay
         assert baseline.workers == 2
@@ -103,7 +106,7 @@ def precision_results() -> dict:
 
 
 def test_precision_verdicts_judge_each_graph_against_its_own_limit():
-    verdicts = {v.target: v.met for v in RADAR_PRECISION.verdicts(precision_results())}
+    verdicts = {v.target: v.met for v in judge(RADAR_PRECISION, precision_results())}
     assert verdicts["fp32: 16 clients, kit >= 0.95 x limit"] and verdicts["int8: 16 clients, kit >= 0.95 x limit"]
     assert not verdicts["int8: 64 clients, kit >= 0.95 x limit"]
     assert not verdicts["fused: zero failed requests at 256 clients, FastAPI + uvicorn"]
@@ -115,7 +118,7 @@ def test_a_run_without_fp32_judges_the_other_graphs_against_its_first_and_never_
     results = precision_results()
     results["limits"].pop("fp32")
     results["sweeps"] = [r for r in results["sweeps"] if r["graph"] != "fp32"]
-    targets = [v.target for v in RADAR_PRECISION.verdicts(results)]
+    targets = [v.target for v in judge(RADAR_PRECISION, results)]
     assert "int8 limit >= 2.0 x the fused limit" in targets
     assert not any(t.startswith("fused limit") for t in targets)
 

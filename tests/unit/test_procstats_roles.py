@@ -35,3 +35,18 @@ def test_a_stub_is_named_by_its_model_and_its_cpu_counted_under_it(tmp_path):
             process.kill()
         parent.kill()
         parent.wait()
+
+
+def test_a_python_module_is_named_by_the_module_and_several_trees_add_up():
+    door = subprocess.Popen([sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.1"], stdout=subprocess.DEVNULL)
+    other = subprocess.Popen([sys.executable, "-c", BUSY])
+    try:
+        time.sleep(0.5)
+        assert role(psutil.Process(door.pid)) == "http.server"
+        both = cpu_seconds_by_role((door.pid, other.pid))
+        assert set(both) == {"http.server", psutil.Process(other.pid).name()}
+        assert abs(sum(both.values()) - cpu_seconds(door.pid) - cpu_seconds(other.pid)) < 0.05
+    finally:
+        for process in (door, other):
+            process.kill()
+            process.wait()

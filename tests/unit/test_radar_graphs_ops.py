@@ -1,10 +1,10 @@
-"""perf.probes.radar_graphs counts the operators of the graph ONNX Runtime runs, at the level asked for."""
+"""The RADAR limit counts the operators of the graph ONNX Runtime runs, at the level asked for."""
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from perf.probes.radar_graphs import operators_run
+from perf.workloads.radar_limit import operators_run
 
 
 def test_counts_come_from_the_graph_optimised_at_that_level(tmp_path):

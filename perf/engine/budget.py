@@ -1,0 +1,53 @@
+"""A sweep fitted into a deadline (`python -m perf sweep --deadline` or `--budget`): before each server start,
+limit and point the engine asks whether its estimate still fits, and records what it skips instead of being
+cut off half-way, so that a run on a host with a hard time limit (the GPU host's 10-minute calls) returns
+everything it measured and says what it left out.
+
+Estimates come from the spec's `budget` section (seconds; the defaults below) and from the loads
+themselves: a closed-loop window knows its length; a perf_analyzer point does not, and counts as
+`point_s`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+# The last servers' shutdown (TritonServer.stop's SIGINT wait and the stubs' reaping, at worst) and the report.
+STOP_S = 35.0
+REPORT_S = 5.0
+ESTIMATES = {"start_s": 60.0, "limit_s": 60.0, "point_s": 30.0, "accuracy_s": 10.0}
+# Per point beyond its warm-up and window: the client's set-up, the counters read at both bounds, the printout.
+POINT_OVERHEAD_S = 1.0
+
+
+class Budget:
+    """Seconds left before a deadline (Unix time; None: no deadline), less a reserve for stopping the last
+    servers and writing the results."""
+
+    def __init__(
+        self,
+        deadline: float | None,
+        estimates: dict | None = None,
+        reserve_s: float = STOP_S + REPORT_S,
+        clock: Callable[[], float] = time.time,
+    ):
+        self.deadline, self.reserve_s, self.clock = deadline, reserve_s, clock
+        self.estimates = {**ESTIMATES, **(estimates or {})}
+
+    def left(self) -> float:
+        if self.deadline is None:
+            return math.inf
+        return self.deadline - self.reserve_s - self.clock()
+
+    def allows(self, seconds: float) -> bool:
+        return seconds <= self.left()
+
+    def point_s(self, load) -> float:
+        """A point's estimate: a window's own length, else the spec's `point_s`."""
+        seconds = getattr(load, "seconds", None)
+        return seconds + POINT_OVERHEAD_S if seconds is not None else self.estimates["point_s"]
+
+    def __getitem__(self, step: str) -> float:
+        return self.estimates[step]

@@ -1,0 +1,188 @@
+"""What the GPU host needs and cannot be checked there before a run: the carry's selection and size check, the
+runtime switches the host needs (a server tree without pytriton, the stub's library path, a commit without git),
+NVML's memory on a host that lists no process of ours, and the GPU specs on the engine (placement, budget, every
+family and goal exercised by the CPU rehearsal). `make gpu-dry-run` runs the rest on this CPU."""
+
+import os
+import zipfile
+
+import pytest
+
+from deploy.gpu_host import carry
+from kit.control.runtime import DIST_ENV, STUB_LIBRARY_ENV, ServerError, ServerOptions, server_command, server_env, triton_dist
+from perf.engine import gpu
+from perf.engine.budget import POINT_OVERHEAD_S, REPORT_S, STOP_S, Budget
+from perf.engine.spec import load_spec
+from perf.engine.sweep import COMMIT_ENV, source_commit
+from perf.engine.targets import variant_profile
+from perf.workloads import WORKLOADS
+from perf.workloads.radar import RADAR
+from perf.workloads.resnet import RESNET
+
+# --- carry ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "member, kept",
+    [
+        ("pytriton/tritonserver/bin/tritonserver", True),
+        ("pytriton/tritonserver/backends/python/libtriton_python.so", True),
+        ("pytriton/tritonserver/caches/local/libtritoncache_local.so", True),
+        ("pytriton/tritonserver/python_backend_stubs/3.12/triton_python_backend_stub", True),
+        ("pytriton/tritonserver/python_backend_stubs/3.11/triton_python_backend_stub", False),
+        ("pytriton/tritonserver/python_backend_stubs/3.12/", False),
+        ("nvidia_pytriton.libs/libcudart-09529672.so.12.6.77", True),
+        ("nvidia_pytriton.libs/libpython3-419a3a08.13.so.1.0", False),
+        ("pytriton/client/client.py", False),
+        ("nvidia_pytriton-0.7.0.dist-info/METADATA", False),
+    ],
+)
+def test_the_server_repack_keeps_the_server_its_libraries_and_one_stub(member, kept):
+    assert carry.keeps(member, "3.12") is kept
+
+
+def test_a_bundled_libpython_stays_for_its_own_python():
+    assert carry.keeps("nvidia_pytriton.libs/libpython3-419a3a08.13.so.1.0", "3.13")
+
+
+def test_repack_refuses_a_python_without_a_stub(tmp_path):
+    wheel = tmp_path / "server.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("pytriton/tritonserver/bin/tritonserver", b"elf")
+        z.writestr("pytriton/tritonserver/python_backend_stubs/3.12/triton_python_backend_stub", b"elf")
+    with pytest.raises(carry.CarryError, match="3.99"):
+        carry.repack_server(wheel, "3.99", tmp_path / "out.tar.xz")
+    assert carry.repack_server(wheel, "3.12", tmp_path / "out.tar.xz") == 6
+
+
+def test_carried_pins_are_the_serve_locks_and_a_missing_one_is_refused():
+    versions = carry.lock_versions("Flask==3.1.3\npydantic_core==2.50.4  # compiled\n# comment\nnot-pinned>=1\n")
+    assert versions == {"flask": "3.1.3", "pydantic-core": "2.50.4"}
+    assert carry.pins(("flask", "pydantic-core"), versions) == ["flask==3.1.3", "pydantic-core==2.50.4"]
+    with pytest.raises(carry.CarryError, match="uvicorn"):
+        carry.pins(("uvicorn",), versions)
+    lock = carry.lock_versions(carry.LOCK.read_text())
+    assert carry.pins((carry.SERVER_WHEEL, *carry.CARRIED, *carry.STUB_CARRIED), lock)
+    assert lock["numpy"].startswith("1."), "the stubs' numpy must stay 1.x (the 2.51 stub reads numpy 2 arrays wrongly)"
+
+
+def test_the_manifest_counts_the_carry_with_the_tree_against_the_limit(tmp_path):
+    (tmp_path / "wheels").mkdir()
+    (tmp_path / "wheels" / "a.whl").write_bytes(b"x" * 300)
+    (tmp_path / "server.tar.xz").write_bytes(b"x" * 600)
+    (tmp_path / "MANIFEST.json").write_text("{}")
+    summary = carry.manifest(tmp_path, tree=100, limit=1000)
+    assert summary["files"] == {"server.tar.xz": 600, "wheels/a.whl": 300}
+    assert summary["total_bytes"] == 1000
+    carry.check_size(summary)
+    with pytest.raises(carry.CarryError, match="exceeds"):
+        carry.check_size(carry.manifest(tmp_path, tree=101, limit=1000))
+
+
+# --- runtime switches -----------------------------------------------------------------------------------------
+
+
+def test_kit_triton_dist_names_a_server_tree_without_pytriton(tmp_path, monkeypatch):
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "tritonserver").write_bytes(b"")
+    monkeypatch.setenv(DIST_ENV, str(tmp_path))
+    assert triton_dist() == tmp_path
+    monkeypatch.setenv(DIST_ENV, str(tmp_path / "missing"))
+    with pytest.raises(ServerError, match="no tritonserver binary"):
+        triton_dist()
+
+
+def test_gpu_metrics_stay_off_unless_asked(tmp_path):
+    assert "--allow-gpu-metrics=false" in server_command(tmp_path, ServerOptions(tmp_path))
+    assert "--allow-gpu-metrics=true" in server_command(tmp_path, ServerOptions(tmp_path, gpu_metrics=True))
+
+
+def test_only_the_servers_processes_get_the_stubs_library_path(monkeypatch):
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/host/lib")
+    monkeypatch.delenv(STUB_LIBRARY_ENV, raising=False)
+    assert server_env()["LD_LIBRARY_PATH"] == "/host/lib"
+    monkeypatch.setenv(STUB_LIBRARY_ENV, "/opt/python/lib")
+    assert server_env()["LD_LIBRARY_PATH"] == "/opt/python/lib:/host/lib"
+    assert os.environ["LD_LIBRARY_PATH"] == "/host/lib"
+
+
+def test_a_tree_without_git_names_the_commit_the_carry_recorded(tmp_path, monkeypatch):
+    monkeypatch.delenv(COMMIT_ENV, raising=False)
+    assert source_commit(tmp_path) == "unknown"
+    monkeypatch.setenv(COMMIT_ENV, "abc1234+changes")
+    assert source_commit(tmp_path) == "abc1234+changes"
+    assert source_commit() not in ("unknown", "abc1234+changes")  # this checkout has git
+
+
+def test_the_baselines_refuse_an_unknown_runner(tmp_path, monkeypatch):
+    from perf.baselines.radar_model import logits_from_env
+
+    monkeypatch.setenv("RADAR_RUNNER", "tensorrt")
+    with pytest.raises(ValueError, match="tensorrt"):
+        logits_from_env(tmp_path)
+
+
+class FakeProcess:
+    def __init__(self, pid, used):
+        self.pid, self.usedGpuMemory = pid, used
+
+
+@pytest.mark.parametrize(
+    "listed, expected",
+    [
+        ([FakeProcess(7, 2 * 2**20), FakeProcess(8, 2**20), FakeProcess(99, 2**30)], 3.0),
+        ([], None),  # a VM or container: the driver lists other process ids, or none
+        ([FakeProcess(99, 2**30)], None),
+        ([FakeProcess(7, None)], None),
+    ],
+)
+def test_gpu_memory_of_the_target_falls_back_to_the_device_where_nvml_lists_none_of_it(monkeypatch, listed, expected):
+    monkeypatch.setattr(gpu.pynvml, "nvmlDeviceGetComputeRunningProcesses", lambda handle: listed)
+    assert gpu.process_memory_mib(object(), {7, 8}) == expected
+
+
+# --- the GPU specs on the engine ------------------------------------------------------------------------------
+
+
+def part(name: str, spec: str = "gpu") -> dict:
+    return load_spec(spec)["suite"][name]
+
+
+def test_the_gpu_run_serves_the_pytorch_runner_in_fp16_on_the_gpu_and_the_rehearsal_on_the_cpu_in_fp32():
+    for name, workload in (("radar", RADAR), ("resnet", RESNET)):
+        on_gpu = workload.for_spec(part(name))
+        runner = next(m for m, s in variant_profile(on_gpu, {})["models"].items() if s.get("runner") == "torch")
+        gpu_settings = variant_profile(on_gpu, {})["models"][runner]
+        assert (gpu_settings["device"], gpu_settings["dtype"], gpu_settings["gpus"]) == ("cuda", "fp16", [0])
+        assert on_gpu.deployment.on_gpu
+        rehearsal = workload.for_spec({**part(name), "placement": {"device": "cpu", "dtype": "fp32"}})
+        cpu_settings = variant_profile(rehearsal, {})["models"][runner]
+        assert (cpu_settings["device"], cpu_settings["dtype"]) == ("cpu", "fp32") and "gpus" not in cpu_settings
+        assert not rehearsal.deployment.on_gpu
+
+
+def estimate(spec: dict) -> float:
+    """What a part takes at its estimates: one start of every target at once, the limit, the accuracy check, each point."""
+    budget = Budget(None, spec.get("budget"))
+    settings = sum(len(s) for s in spec["targets"].values())
+    window = spec["window"]["warmup_s"] + spec["window"]["duration_s"] + POINT_OVERHEAD_S
+    points = settings * len(spec["sweep"]["concurrency"]) * spec["rounds"]
+    return budget["start_s"] + ("limit" in spec) * budget["limit_s"] + budget["accuracy_s"] + points * window
+
+
+def test_the_gpu_run_fits_one_device_call_with_the_models_generated_and_the_shutdown_reserved():
+    models_s, setup_s = 60.0, 30.0  # deploy.gpu_host.models on the host, and run.sh's unpacking before it
+    total = sum(estimate(spec) for spec in load_spec("gpu")["suite"].values())
+    assert total + models_s + setup_s <= 540 - STOP_S - REPORT_S, total
+
+
+def test_the_rehearsal_exercises_every_family_load_and_goal_of_the_gpu_run():
+    full, quick = load_spec("gpu")["suite"], load_spec("gpu-quick")["suite"]
+    assert full.keys() == quick.keys()
+    for name in full:
+        assert quick[name]["targets"].keys() == full[name]["targets"].keys()
+        assert quick[name]["goals"] == full[name]["goals"] and quick[name]["profile"] == full[name]["profile"]
+        assert all(len(quick[name]["targets"][f]) >= min(2, len(full[name]["targets"][f])) for f in full[name]["targets"])
+        goal_loads = {c for g in full[name]["goals"].get("versus", []) for c in g.get("clients", [])}
+        assert goal_loads <= set(quick[name]["sweep"]["concurrency"]), name
+        assert WORKLOADS[quick[name]["workload"]].name == full[name]["workload"]

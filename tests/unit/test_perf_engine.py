@@ -1,0 +1,200 @@
+"""The engine's pure parts: a sweep fitted into a deadline, the targets judged from a spec's goals (in turns too),
+specs that extend others and suites of them, a run in rounds reported as medians, and the exit status."""
+
+import json
+
+import pytest
+
+from perf.__main__ import failed
+from perf.engine.budget import Budget
+from perf.engine.load import Window
+from perf.engine.perf_analyzer import Load
+from perf.engine.report import collapsed
+from perf.engine.spec import load_spec
+from perf.engine.verdicts import judge
+from perf.workloads.radar import RADAR
+from perf.workloads.resnet import RESNET
+
+# --- budget ---------------------------------------------------------------------------------------------------
+
+
+def test_a_budget_counts_down_to_the_deadline_less_its_reserve():
+    now = [100.0]
+    budget = Budget(deadline=200.0, reserve_s=10.0, clock=lambda: now[0])
+    assert budget.left() == 90.0 and budget.allows(90.0) and not budget.allows(91.0)
+    now[0] = 195.0
+    assert budget.left() == -5.0 and not budget.allows(0.0)
+    assert Budget(None).allows(1e9)
+
+
+def test_a_point_is_estimated_from_its_window_or_else_from_the_spec():
+    budget = Budget(None, {"point_s": 42.0})
+    assert budget.point_s(Window(8, 2.0, 3.0)) == 6.0
+    assert budget.point_s(Load(64, concurrency=16)) == 42.0
+
+
+# --- goals ------------------------------------------------------------------------------------------------------
+
+
+def row(family, clients, rate, setting="s", p99=1000.0, p50=500.0, error=None, **tags):
+    return {
+        "family": family,
+        "setting": setting,
+        "input": "long",
+        "load": f"c={clients}",
+        "concurrency": clients,
+        "throughput": rate / 2,
+        "chunks_per_s": rate,
+        "images_per_s": rate,
+        "p50_ms": p50,
+        "p99_ms": p99,
+        "error": error,
+        **tags,
+    }
+
+
+def results(sweeps, goals, limit=None, **extra):
+    best = {"layout": "x", "batch": 8, "chunks_per_s": limit}
+    spec = {"sweep": {"input": "long"}, "goals": goals, **extra.pop("spec", {})}
+    return {"spec": spec, "sweeps": sweeps, "probes": [], **({"limit": {"best": best}} if limit else {}), **extra}
+
+
+def by_target(verdicts):
+    return {v.target: v for v in verdicts}
+
+
+def test_each_family_counts_at_its_best_setting_and_a_factor_and_p99_are_judged():
+    sweeps = [
+        row("kit", 64, 850, p99=90, setting="entry=8"),
+        row("kit", 64, 700, setting="entry=16"),
+        row("kit", 256, 900, p99=300),
+        row("flask", 64, 200),
+        row("flask", 256, 400),
+        row("batcher", 64, 700, p99=95),
+        row("batcher", 256, 700, p99=250),
+    ]
+    goals = {
+        "limit": [{"share": 0.8, "clients": [64]}, {"share": 0.9, "clients": [64]}],
+        "versus": [
+            {"over": "flask", "factor": 3, "clients": [64, 256]},
+            {"over": "batcher", "factor": 1.2, "clients": [64, 256], "p99": "below"},
+        ],
+        "no_failures": {"clients": [256]},
+    }
+    v = by_target(judge(RADAR, results(sweeps, goals, limit=1000.0)))
+    assert v["64 clients, kit >= 0.8 x limit"].met and not v["64 clients, kit >= 0.9 x limit"].met
+    assert v["kit (Triton) >= 3 x Flask at 64 clients"].met
+    assert not v["kit (Triton) >= 3 x Flask at 256 clients"].met  # 2.25 x
+    assert v["kit (Triton) >= 1.2 x FastAPI + asyncio batcher at 64 clients"].met
+    assert not v["kit (Triton) >= 1.2 x FastAPI + asyncio batcher at 256 clients"].met  # p99 300 > 250
+    assert v["zero failed requests at 256 clients, Flask"].met
+
+
+def test_what_was_not_measured_or_failed_is_never_met():
+    sweeps = [row("kit", 256, 900, setting="a"), row("kit", 256, 10, error="2 requests failed", setting="b")]
+    goals = {
+        "limit": {"share": 0.8, "clients": [64]},
+        "versus": [{"over": "flask", "clients": [64]}],
+        "no_failures": {"clients": [256]},
+    }
+    v = judge(RADAR, results(sweeps, goals, limit=1000.0))
+    assert not any(x.met for x in v if x.target != "zero failed requests at 256 clients, kit (Triton) (a)")
+    assert by_target(v)["zero failed requests at 256 clients, kit (Triton) (b)"].detail == "2 requests failed"
+
+
+def test_settings_are_judged_against_each_other_and_an_empty_window_is_no_win():
+    sweeps = [
+        row("kit", 1, 100, setting="none"),
+        row("kit", 1, 96, setting="cost"),
+        row("kit", 32, 100, setting="none"),
+        row("kit", 32, 160, setting="cost"),
+        row("kit", 70, 0.0, setting="none"),
+        row("kit", 70, 15, setting="cost"),
+    ]
+    goals = {
+        "settings": [
+            {"of": "cost", "over": "none", "factor": 1.5, "from_clients": 32},
+            {"of": "cost", "over": "none", "factor": 0.95},
+        ]
+    }
+    v = by_target(judge(RESNET, results(sweeps, goals)))
+    assert v["cost >= 1.5 x none at 32 clients"].met and v["cost >= 0.95 x none at 1 clients"].met
+    assert not v["cost >= 1.5 x none at 70 clients"].met and "no request" in v["cost >= 1.5 x none at 70 clients"].detail
+
+
+def test_in_turns_each_round_is_set_against_its_own_limit_and_the_median_is_judged():
+    sweeps = [row("kit", 16, rate, round=r) for r, rate in enumerate((3.0, 3.6, 2.7))]
+    sweeps += [row("door", 16, rate, round=r, p50=p50) for r, (rate, p50) in enumerate(((2.9, 501), (3.5, 501.5), (2.5, 530)))]
+    limits = [{"round": r, "graph": None, "best": {"chunks_per_s": rate}} for r, rate in enumerate((3.2, 3.8, 3.0))]
+    goals = {
+        "limit": {"share": 0.95, "clients": [16]},
+        "versus": [
+            {"of": "door", "over": "kit", "factor": 0.95},
+            {"of": "door", "over": "kit", "p50_added_ms": 2, "clients": [16]},
+        ],
+    }
+    v = by_target(judge(RADAR, results(sweeps, goals, limit=3.2, limit_rounds=limits, spec={"rounds": 3})))
+    assert v["16 clients, kit >= 0.95 x limit"].detail.startswith("0.94 x (median of 3 rounds: 0.94, 0.95, 0.90)")
+    door = v["kit through the door >= 0.95 x kit (Triton) at 16 clients"]
+    assert door.met and "median of 3 rounds" in door.detail
+    assert v["kit through the door adds <= 2 ms to kit (Triton)'s p50 at 16 clients"].met  # median of 1, 1.5, 30 ms
+
+
+def test_a_failed_accuracy_check_or_a_missing_one_is_not_met():
+    goals = {"accuracy": {"max_abs_diff": 0.01}}
+    check = {"requests": 16, "max_abs_diff": 0.02, "reference": "r"}
+    assert not judge(RADAR, results([], goals, accuracy=check))[0].met
+    assert not judge(RADAR, results([], goals))[0].met
+    assert judge(RADAR, results([], goals, accuracy={**check, "max_abs_diff": 0.001}))[0].met
+
+
+def test_a_workload_without_goals_in_its_spec_keeps_its_own():
+    sweeps = [row("kit", 16, 3.0), row("kit", 64, 3.0), row("kit", 256, 3.0)]
+    committed = results(sweeps, None, limit=3.2)
+    committed["spec"].pop("goals")
+    assert [v.target for v in judge(RADAR, committed)] == [
+        "16 clients, kit >= 0.9 x limit",
+        "64 clients, kit >= 0.9 x limit",
+        "zero failed requests at 256 clients, kit (Triton)",
+    ]
+
+
+# --- specs, rounds, exit status ----------------------------------------------------------------------------------
+
+
+def test_a_spec_extends_another_key_by_key_and_a_suite_names_its_parts(tmp_path):
+    (tmp_path / "base.json").write_text(
+        json.dumps({"model": "m", "window": {"warmup_s": 1, "duration_s": 2}, "targets": {"kit": [{}]}})
+    )
+    (tmp_path / "child.json").write_text(json.dumps({"extends": str(tmp_path / "base.json"), "window": {"duration_s": 5}}))
+    child = load_spec(str(tmp_path / "child.json"))
+    assert child["window"] == {"warmup_s": 1, "duration_s": 5} and child["model"] == "m"
+    suite = load_spec("gpu-quick")
+    assert list(suite["suite"]) == ["radar", "resnet"] and suite["suite"]["radar"]["path"].endswith("gpu-quick.json#radar")
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ({"targets": {"kit": [{}]}, "rounds": 2, "probe": {}}, "use one of them"),
+        ({"targets": {"kit": [{}]}, "requests": {}}, "needs `window` loads"),
+    ],
+)
+def test_a_sweep_that_cannot_run_its_targets_is_refused(tmp_path, spec, message):
+    (tmp_path / "bad.json").write_text(json.dumps(spec))
+    with pytest.raises(ValueError, match=message):
+        load_spec(str(tmp_path / "bad.json"))
+
+
+def test_a_run_in_rounds_reports_each_point_as_its_median_with_its_spread():
+    sweeps = [row("kit", 16, rate, round=r, p99=p99) for r, (rate, p99) in enumerate(((3.0, 900), (3.6, 1200), (2.7, 800)))]
+    [point] = collapsed({"spec": {"rounds": 3}, "sweeps": sweeps}, RADAR)
+    assert point["chunks_per_s"] == 3.0 and point["p99_ms"] == 900 and point["rounds"] == 3 and point["spread"] == (2.7, 3.6)
+    assert collapsed({"spec": {}, "sweeps": sweeps}, RADAR) == sweeps
+
+
+def test_the_sweep_fails_when_a_step_failed_or_was_skipped():
+    clean = {"errors": [], "skipped": []}
+    assert not failed([clean])
+    assert failed([clean, {**clean, "skipped": [{"what": "resnet", "why": "3 s left"}]}])
+    assert failed([{**clean, "errors": [{"what": "starting kit", "error": "ServerError()"}]}])
