@@ -230,7 +230,7 @@ perf-ocr-sizing: $(VENV)/serve/.installed $(OCR_ONNX) system-deps ## OCR detecto
 	$(SERVE_PY) -m perf.probes.ocr_sizing --per-kind 6 --out perf/results/ocr/sizing.json
 
 perf-int8-graphs: $(VENV)/serve/.installed $(OCR_ONNX) $(RESNET_ONNX) system-deps ## INT8 (dynamic, static QDQ) of the OCR recogniser and detector and ResNet-50: texts kept, time ratios (~10 min) -> perf/results/int8/graphs.json
-	$(SERVE_PY) -m perf.probes.int8_graphs --rendered 1 --out perf/results/int8/graphs.json
+	$(SERVE_PY) -m export.int8_graphs --rendered 1 --out perf/results/int8/graphs.json
 
 perf-ocr-rendered: $(VENV)/serve/.installed $(OCR_ONNX) system-deps ## OCR served at 8 clients on rendered pages, committed sizing vs RapidOCR's side by side -> perf/results/ocr/rendered/REPORT.md (10 min)
 	$(SERVE_PY) -m perf sweep --spec ocr-rendered --out perf/results/ocr/rendered
@@ -262,8 +262,8 @@ $(VENV)/gpu/.installed: pyproject.toml requirements/gpu.lock
 	$(VENV)/gpu/$(PIP_INSTALL) -c requirements/gpu.lock $(GPU_REQUIREMENTS)
 	touch $@
 
-# The front door's cost (issue 16, docs/DOOR.md): RADAR through the door and straight to Triton's gRPC port,
-# side by side on one server, in alternating windows; the RoBERTa-large-shaped stand-in at 16 and 64 clients, the tiny one at 1.
+# The front door's cost (docs/DOOR.md): RADAR through the door and straight to Triton's gRPC port, in turns; the
+# RoBERTa-large-shaped stand-in at 16 and 64 clients, the tiny one at 1 (perf/specs/door-overhead.json).
 .PHONY: door-overhead
-door-overhead: $(VENV)/serve/.installed $(PERF_MODEL) $(RADAR_ONNX) ## door vs direct gRPC on RADAR (~10 min) -> perf/results/door/overhead.md
-	$(SERVE_PY) -m perf.probes.door_overhead --out perf/results/door/overhead.json
+door-overhead: $(VENV)/serve/.installed $(PERF_MODEL) $(RADAR_ONNX) ## door vs direct gRPC on RADAR, in turns (~12 min) -> perf/results/door/REPORT.md
+	$(SERVE_PY) -m perf sweep --spec door-overhead --out perf/results/door

@@ -214,15 +214,33 @@ def gpu_cells(row: dict) -> list[str]:
 
 
 def limit_rounds_section(results: dict, w: Workload) -> list[str]:
-    """The limit measured in each round, per graph: how far the machine drifted over the run."""
+    """The limit measured in every round: each layout's median and spread over the rounds, per graph (and ONNX
+    Runtime level), and each one's median over the first graph's: the offline comparison made in turns."""
+    points: dict[tuple, list[float]] = {}
+    for r in results["limit_rounds"]:
+        for layout in r.get("layouts", [r["best"]]):
+            key = (r["graph"], layout["layout"], layout.get("level"), layout["batch"])
+            points.setdefault(key, []).append(layout[w.key])
+    graphs_seen = list(dict.fromkeys(k[0] for k in points))
+    first = {k[1:]: statistics.median(v) for k, v in points.items() if k[0] == graphs_seen[0]}
+    levels = any(k[2] for k in points)
     rows = [
-        [r["round"] + 1, *([r["graph"]] if r["graph"] else []), r["best"]["layout"], f"{r['best'][w.key]:.2f}"]
-        for r in results["limit_rounds"]
+        [
+            *([graph] if graph else []),
+            layout,
+            *([level] if levels else []),
+            batch,
+            f"{statistics.median(rates):.2f}",
+            f"{min(rates):.2f}-{max(rates):.2f}",
+            f"{statistics.median(rates) / first[(layout, level, batch)]:.2f}" if (layout, level, batch) in first else "-",
+        ]
+        for (graph, layout, level, batch), rates in points.items()
     ]
-    several = any(r["graph"] for r in results["limit_rounds"])
+    headers = [*(["graph"] if graphs_seen[0] else []), "layout", *(["level"] if levels else []), "batch"]
+    rounds = len({r["round"] for r in results["limit_rounds"]})
     return [
-        "## The limit in each round\n",
-        *table(["round", *(["graph"] if several else []), "best layout", f"{w.item}s/s"], rows),
+        f"## The limit in turns ({rounds} rounds)\n",
+        *table([*headers, f"median {w.item}s/s", "min-max", f"x {graphs_seen[0] or 'first'}"], rows),
         "",
     ]
 

@@ -239,13 +239,18 @@ def in_turns(run: Run, runs: list, inputs: dict, works: dict, families: list[str
         for graph, target in targets:
             if target in started:
                 run.accuracy(target, inputs[graph])
+                if "window" not in run.spec:  # perf_analyzer points: first executions out of the numbers (a window warms up)
+                    first = inputs[graph][run.spec["sweep"]["input"]]
+                    warm_up(target, first, run.spec.get("warmup", 8), run.work / "pa", f"{target.family}-warmup")
         for r in range(run.spec["rounds"]):
             for graph, run_spec in rotated(runs, r):
                 print(f"round {r + 1}" + (f", graph {graph}" if graph else ""), flush=True)
                 lim = run.limit(run_spec, inputs[graph], works[graph])
                 if lim is not None:
                     by_round.setdefault(graph, []).append(lim)
-                    run.results["limit_rounds"].append({"round": r, "graph": graph, "best": lim["best"]})
+                    run.results["limit_rounds"].append(
+                        {"round": r, "graph": graph, "best": lim["best"], "layouts": lim["layouts"]}
+                    )
                 turn = rotated([t for g, t in targets if g == graph and t in started], r)
                 for target in turn:
                     sweep_target(run, target, run_spec, inputs[graph], round=r, **({"graph": graph} if graph else {}))

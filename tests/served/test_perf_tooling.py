@@ -208,3 +208,41 @@ def test_index_links_each_workloads_own_report(tiny_sweep, ocr_sweep, resnet_swe
     for (_, (out, _)), line in zip(runs, lines):
         link = line.split("](")[1].split(")")[0]
         assert (tmp_path / link).resolve() == (out / "REPORT.md").resolve()
+
+
+# The kit and its front door in turns, with the limit in every round: two rounds of 2-second windows at 2 clients.
+TURNS_TINY = {
+    "description": "Checks the tooling of runs in turns, not the speed.",
+    "model": "artifacts/radar",
+    "inputs": [{"name": "long", "count": 8, "min_chars": 100, "max_chars": 800, "seed": 42}],
+    "window": {"warmup_s": 1, "duration_s": 2},
+    "rounds": 2,
+    "sweep": {"input": "long", "concurrency": [2]},
+    "extra": {},
+    "limit": {"input": "long", "chunks": 8, "batch_sizes": [4]},
+    "accuracy": {"requests": 3},
+    "targets": {"kit": [{}], "door": [{}]},
+    "goals": {"versus": [{"of": "door", "over": "kit", "factor": 0.01}], "accuracy": {"max_abs_diff": 1e-4}},
+}
+
+
+@pytest.fixture(scope="module")
+def turns(tmp_path_factory, radar_artifacts):
+    out = tmp_path_factory.mktemp("perf-turns")
+    return out, run_spec(out, TURNS_TINY)
+
+
+def test_in_turns_the_kit_and_its_door_answer_every_round_and_each_round_measures_the_limit(turns):
+    out, results = turns
+    rows = results["sweeps"]
+    assert sorted((r["family"], r["round"]) for r in rows) == [("door", 0), ("door", 1), ("kit", 0), ("kit", 1)]
+    for row in rows:
+        assert row["error"] is None and row["requests"] > 0 and 0 < row["p50_ms"] <= row["p99_ms"]
+    door = next(r for r in rows if r["family"] == "door")
+    assert "door" in door["server_cpu_s_by_role"] and "tritonserver" in door["server_cpu_s_by_role"]
+    assert door["triton"]["radar"]["requests"] >= door["requests"]  # the door's texts reached Triton
+    assert [r["round"] for r in results["limit_rounds"]] == [0, 1] and results["limit"]["best"]["chunks_per_s"] > 0
+    assert results["accuracy"]["requests"] == 3 and results["accuracy"]["max_abs_diff"] < 1e-4
+    report = (out / "REPORT.md").read_text()
+    assert "In turns: every target ran at once" in report and "## The limit in turns (2 rounds)" in report
+    assert "kit through the door" in report and "-> **met**" in report and "-> **missed**" not in report

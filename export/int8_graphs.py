@@ -18,7 +18,7 @@ interleaved input by input, with 1 and 2 intra-op threads, on what the pipeline 
 224x224 made of the same images, where top-1 agreement with FP32 is counted too. A variant is
 servable only where it keeps every text identical and is faster at both thread counts.
 
-    python -m perf.probes.int8_graphs --rendered 1 --out perf/results/int8/graphs.json   # about 8 minutes here
+    python -m export.int8_graphs --rendered 1 --out perf/results/int8/graphs.json   # make perf-int8-graphs, about 8 minutes here
 """
 
 from __future__ import annotations
@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="timed passes over the inputs, after one untimed")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    args.command = command_line("perf.probes.int8_graphs", argv)
+    args.command = command_line("export.int8_graphs", argv)
     report = measure(args)
     print("\n".join(table(list(COLUMNS.values()), [[r.get(k, "") for k in COLUMNS] for r in report["rows"]])))
     emit(report, args.out)
