@@ -28,7 +28,7 @@ class ServerError(RuntimeError):
     """The embedded server could not be found, prepared or started."""
 
 
-# A `tritonserver` tree laid out as in the pytriton wheel, for a host without pytriton (perf/gpu/carry.py repacks one).
+# A `tritonserver` tree laid out as in the pytriton wheel, for a host without pytriton (deploy/gpu_host/carry.py repacks one).
 DIST_ENV = "KIT_TRITON_DIST"
 
 
@@ -164,7 +164,7 @@ def restricted_api_args(admin_key: str | None) -> list[str]:
     return [f"--http-restricted-api={restriction}", f"--grpc-restricted-protocol={restriction}"]
 
 
-# Where the Python-backend stub finds its libpython on a host whose Python keeps it off the loader's path (perf/gpu/run.sh
+# Where the Python-backend stub finds its libpython on a host whose Python keeps it off the loader's path (deploy/gpu_host/run.sh
 # sets it): given to the server's processes alone, not to the whole environment.
 STUB_LIBRARY_ENV = "KIT_STUB_LIBRARY_PATH"
 
