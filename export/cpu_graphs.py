@@ -43,25 +43,19 @@ def fuse(source: Path, target: Path, external: bool = False) -> dict[str, int]:
     return {name: count for name, count in counts.items() if count}
 
 
-def quantize_int8(source: Path, target: Path, external: bool = False) -> dict[str, int]:
+# ONNX Runtime's dynamic INT8 weight formats, fastest first on x86: signed weights with unsigned activations is the
+# pairing its AVX2 and AVX-512 VNNI kernels are built for; unsigned weights avoid their saturation (below).
+WEIGHT_FORMATS = {"s8": QuantType.QInt8, "u8": QuantType.QUInt8}
+
+
+def quantize_int8(source: Path, target: Path, external: bool = False, weights: str = "s8") -> dict[str, int]:
     """Write the dynamically quantized graph to `target`; returns its count of integer matmul ops.
 
-    Signed INT8 weights with unsigned activations is the pairing ONNX Runtime's x86 kernels
-    (AVX2, AVX-512 VNNI) are built for. The weights keep 7 bits (`reduce_range`), scaled per output
-    channel: without VNNI the AVX2 kernel adds pairs of u8 x s8 products in 16 bits, which full-range
-    weights overflow. The graph must hold on whichever CPU serves it, not only the one that exported
-    it. Seen on the tiny stand-in's gate (max / mean probability difference): full range 0.063 / 0.011
-    on an AVX2-only CPU, failing the 0.05 / 0.01 gate it passed with VNNI; 7 bits per channel
-    0.036 / 0.0057 there.
+    `weights` "s8" is the fast format, but without VNNI the AVX2 kernel adds pairs of u8 x s8 products in
+    16 bits, which full-range weights can overflow, so its accuracy depends on the CPU it runs on; "u8"
+    does not saturate and is slower there. The caller gates each on the CPU it exports on (export.radar).
     """
     remove_graph(target)
-    quantize_dynamic(
-        str(source),
-        str(target),
-        weight_type=QuantType.QInt8,
-        per_channel=True,
-        reduce_range=True,
-        use_external_data_format=external,
-    )
+    quantize_dynamic(str(source), str(target), weight_type=WEIGHT_FORMATS[weights], use_external_data_format=external)
     ops = Counter(node.op_type for node in onnx.load(str(target), load_external_data=False).graph.node)
     return {op: n for op, n in ops.items() if op in ("DynamicQuantizeMatMul", "MatMulInteger", "QAttention")}

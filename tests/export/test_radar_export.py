@@ -216,13 +216,19 @@ def test_int8_export_serves_a_quantized_graph_and_records_true_gate_figures(stan
         recorded["reference_positive_share"],
     )
     assert recorded["thresholds"] == {"max_abs_diff": 0.05, "mean_abs_diff": 0.01, "min_agreement": 0.98}
+    graph = meta["graphs"]["int8"]
+    assert graph["weights"] in ("s8", "u8") and [r["weights"] for r in graph["rejected"]] == (
+        ["s8"] if graph["weights"] == "u8" else []
+    )
 
 
 def test_int8_export_fails_above_the_users_thresholds_and_writes_no_export_json(standin, tmp_path, capsys):
     code = radar.main(["--model", str(standin), "--out", str(tmp_path), "--precision", "int8", "--int8-max-diff", "1e-6"])
     assert code == 1
-    assert "the INT8 graph fails its accuracy gate on 48 texts: max abs probability difference" in capsys.readouterr().err
-    assert not (tmp_path / "export.json").exists()
+    error = capsys.readouterr().err
+    assert "the INT8 graph fails its accuracy gate on 48 texts in every weight format" in error
+    assert "s8 weights: max abs probability difference" in error and "u8 weights: max abs probability difference" in error
+    assert not (tmp_path / "export.json").exists() and not (tmp_path / "model.int8.onnx").exists()
 
 
 def test_fp32_precision_serves_the_graph_as_exported(standin, tmp_path):
