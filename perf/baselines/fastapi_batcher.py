@@ -13,11 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
 import numpy as np
-from fastapi import FastAPI, HTTPException
-from pydantic import BaseModel
 
-from kit.pipelines.errors import InputError
 from perf.baselines.radar_model import from_env
+from perf.baselines.service import TextIn, refusing_bad_input, service
 
 BATCH_SIZE_MAX = int(os.environ.get("BATCH_SIZE_MAX", "16"))
 BATCH_TIMEOUT = float(os.environ.get("BATCH_TIMEOUT", "0.01"))
@@ -67,24 +65,12 @@ async def lifespan(_app):
     task.cancel()
 
 
-app = FastAPI(lifespan=lifespan)
-
-
-class TextIn(BaseModel):
-    text: str
-
-
-@app.get("/health")
-def health():
-    return {"status": "ok"}
+app = service(lifespan=lifespan)
 
 
 @app.post("/predict")
 async def predict(body: TextIn):
-    try:
-        plan = model.plan(body.text)
-    except InputError as exc:
-        raise HTTPException(400, str(exc)) from None
+    plan = refusing_bad_input(lambda: model.plan(body.text))
     loop = asyncio.get_running_loop()
     futures = []
     for group in plan.groups:

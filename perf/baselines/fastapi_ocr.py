@@ -12,28 +12,19 @@ the work per image is exactly what Triton's `ocr` model does; see ocr_model for 
 
 from __future__ import annotations
 
-from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel
 
-from kit.pipelines.errors import InputError
 from perf.baselines.ocr_model import from_env
+from perf.baselines.service import refusing_bad_input, service
 
 model = from_env()
-app = FastAPI()
+app = service()
 
 
 class ImageIn(BaseModel):
     image: str
 
 
-@app.get("/health")
-def health():
-    return {"status": "ok"}
-
-
 @app.post("/ocr")
 def ocr(body: ImageIn):
-    try:
-        return {"lines": model.lines(body.image.encode("utf-8"))}
-    except InputError as exc:
-        raise HTTPException(400, str(exc)) from None
+    return refusing_bad_input(lambda: {"lines": model.lines(body.image.encode("utf-8"))})

@@ -7,28 +7,13 @@ Each uvicorn worker process loads its own copy of the model.
 
 from __future__ import annotations
 
-from fastapi import FastAPI, HTTPException
-from pydantic import BaseModel
-
-from kit.pipelines.errors import InputError
 from perf.baselines.radar_model import from_env
+from perf.baselines.service import TextIn, refusing_bad_input, service
 
 model = from_env()
-app = FastAPI()
-
-
-class TextIn(BaseModel):
-    text: str
-
-
-@app.get("/health")
-def health():
-    return {"status": "ok"}
+app = service()
 
 
 @app.post("/predict")
 def predict(body: TextIn):
-    try:
-        return model.classify(body.text)
-    except InputError as exc:
-        raise HTTPException(400, str(exc)) from None
+    return refusing_bad_input(lambda: model.classify(body.text))
