@@ -189,6 +189,22 @@ class TorchRunnerSettings(Settings):
             raise SettingsError(f"cuda_graphs {self.cuda_graphs} must be a count of shapes, 0 for none")
 
 
+@dataclass(frozen=True)
+class SimRunnerSettings(Settings):
+    """The simulated accelerator (kit/adapters/sim_runner_model.py, kit.runners.simulated): `sim_table` is the device
+    table's file in the version folder, `curve` its model's rows, at `precision`."""
+
+    sim_table: str
+    curve: str
+    precision: str = "fp16"
+    FORCE_CPU_ONLY_INPUT_TENSORS: bool = True
+
+    def __post_init__(self) -> None:
+        require_cpu_inputs(self.FORCE_CPU_ONLY_INPUT_TENSORS)
+        if self.precision not in TORCH_DTYPES:
+            raise SettingsError(f"precision {self.precision!r} is not one of {TORCH_DTYPES}")
+
+
 SETTINGS: dict[str, type[Settings]] = {
     "radar": RadarSettings,
     "ocr": OcrModelSettings,
@@ -197,7 +213,11 @@ SETTINGS: dict[str, type[Settings]] = {
 }
 
 
-RUNNER_SETTINGS: dict[str, type[Settings]] = {"onnx_model": OnnxRunnerSettings, "torch_model": TorchRunnerSettings}
+RUNNER_SETTINGS: dict[str, type[Settings]] = {
+    "onnx_model": OnnxRunnerSettings,
+    "torch_model": TorchRunnerSettings,
+    "sim_table": SimRunnerSettings,
+}
 
 
 def settings_class(model: str, params: dict[str, str]) -> type[Settings] | None:

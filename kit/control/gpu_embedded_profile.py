@@ -11,10 +11,14 @@ Derived by backend from the same sources as the other profiles, never by model n
   "onnx" (the default): the ONNX file with `threads` on ONNX Runtime's `provider`, on `KIND_CPU`
   instances for the CPU provider (the default) and on `KIND_GPU` ones on `gpus` for the CUDA or
   TensorRT provider (onnxruntime-gpu).
-  Either runner takes its inputs in CPU memory (FORCE_CPU_ONLY_INPUT_TENSORS) and moves them itself.
+  "sim": a simulated accelerator (kit.runners.simulated) on `KIND_CPU` instances: no weights, each batch
+  answered after the time the device `table` (model_repository/devices/<table>.json) gives for its `curve`
+  (the table's model) at `precision`: the GPU's regime for the serving path, on a machine without one.
+  Every runner takes its inputs in CPU memory (FORCE_CPU_ONLY_INPUT_TENSORS) and moves them itself.
 - `python` models (entry models, pre/post-processing) stay on `KIND_CPU`: they hold no weights.
 
-Settings: `runner`, `gpus` (default [0]), `device`, `dtype`, `cuda_graphs`, `threads`, `provider`, and the
+Settings: `runner`, `gpus` (default [0]), `device`, `dtype`, `cuda_graphs`, `threads`, `provider`, `table`, `curve`,
+`precision`, and the
 common ones of kit.control.profiles; `instances` counts per GPU for a GPU placement. The values
 of the runner settings are checked by their typed settings (kit.adapters.settings) at build.
 """
@@ -26,9 +30,13 @@ from tritonclient.grpc import model_config_pb2 as mc
 from kit.control.configs import RepositoryError, copy_config, set_parameter
 from kit.control.profiles import COMMON, apply_common, check_keys
 
-RUNNER_KEYS = {"torch": frozenset({"gpus", "device", "dtype", "cuda_graphs"}), "onnx": frozenset({"gpus", "threads", "provider"})}
+RUNNER_KEYS = {
+    "torch": frozenset({"gpus", "device", "dtype", "cuda_graphs"}),
+    "onnx": frozenset({"gpus", "threads", "provider"}),
+    "sim": frozenset({"table", "curve", "precision"}),
+}
 TORCH_DEVICES = ("cuda", "cpu")
-SETTINGS = COMMON | {"runner"} | RUNNER_KEYS["torch"] | RUNNER_KEYS["onnx"]
+SETTINGS = COMMON | {"runner"} | frozenset().union(*RUNNER_KEYS.values())
 CHECKPOINT = "checkpoint"
 CPU_PROVIDER = "CPUExecutionProvider"
 
@@ -58,7 +66,18 @@ def _onnx_runner(config: mc.ModelConfig, settings: dict) -> bool:
     return provider != CPU_PROVIDER
 
 
-RUNNERS = {"torch": _torch_runner, "onnx": _onnx_runner}
+def _sim_runner(config: mc.ModelConfig, settings: dict) -> bool:
+    """Sets the simulated accelerator's parameters (kit.runners.simulated); False: it runs on the CPU, sleeping."""
+    for key in ("table", "curve"):
+        if key not in settings:
+            raise RepositoryError(f"{config.name}: the sim runner needs `{key}` (a table of model_repository/devices, its model)")
+    set_parameter(config, "sim_table", f"{settings['table']}.json")
+    set_parameter(config, "curve", settings["curve"])
+    set_parameter(config, "precision", settings.get("precision", "fp16"))
+    return False
+
+
+RUNNERS = {"torch": _torch_runner, "onnx": _onnx_runner, "sim": _sim_runner}
 
 
 def apply_gpu_embedded_profile(config: mc.ModelConfig, settings: dict) -> mc.ModelConfig:

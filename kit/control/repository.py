@@ -39,7 +39,13 @@ from kit.control.profiles import load_profile
 
 ADAPTERS = Path(__file__).resolve().parents[1] / "adapters"
 # The runner installed as model.py, by the parameter that names the model file it serves.
-RUNNERS = {"onnx_model": ADAPTERS / "onnx_runner_model.py", "torch_model": ADAPTERS / "torch_runner_model.py"}
+RUNNERS = {
+    "onnx_model": ADAPTERS / "onnx_runner_model.py",
+    "torch_model": ADAPTERS / "torch_runner_model.py",
+    "sim_table": ADAPTERS / "sim_runner_model.py",
+}
+# The simulated accelerator's device tables (kit.runners.simulated): the sim runner's `sim_table` names one.
+DEVICES = "devices"
 APPLIERS = {"cpu": apply_cpu_profile, "gpu": apply_gpu_profile, "gpu-embedded": apply_gpu_embedded_profile}
 
 
@@ -49,9 +55,10 @@ def profile_configs(profile: str, source: Path = SOURCE, spec: dict | None = Non
     `spec` replaces the profile file's contents (the perf kit builds variants of a profile this way).
     """
     spec = load_profile(profile, source) if spec is None else spec
-    apply = APPLIERS.get(profile)
+    target = spec.get("target", profile)  # a profile of another name says which target's applier it takes
+    apply = APPLIERS.get(target)
     if apply is None:
-        raise RepositoryError(f"profile {profile!r} has no applier (known: {', '.join(APPLIERS)})")
+        raise RepositoryError(f"profile {profile!r} has no applier for {target!r} (known: {', '.join(APPLIERS)})")
     models = source_models(source)
     unknown = set(spec["models"]) - set(models)
     if unknown:
@@ -70,6 +77,18 @@ def artifact_files(model: str, artifacts: Path, manifest: dict) -> dict[str, Pat
         elif rel in entry.get("files", []):
             raise RepositoryError(f"{model} needs {path}; run `make export` first")
     return files
+
+
+def device_table(config: mc.ModelConfig, source: Path) -> dict[str, Path]:
+    """The device table a simulated accelerator runs on (its `sim_table`), as a file of its version folder."""
+    table = parameters(config).get("sim_table")
+    if table is None:
+        return {}
+    path = source / DEVICES / table
+    if not path.is_file():
+        known = sorted(p.name for p in (source / DEVICES).glob("*.json"))
+        raise RepositoryError(f"{config.name}: no device table {table} in model_repository/{DEVICES} (known: {known})")
+    return {table: path}
 
 
 def check_settings(model: str, config: mc.ModelConfig, files: dict[str, Path]) -> None:
@@ -95,7 +114,9 @@ def resolved(
     """The configs a build writes (profile applied, parameters derived and checked), and each model's files."""
     configs = profile_configs(profile, source, spec)
     manifest = json.loads((source / "artifacts.json").read_text())
-    files = {model: artifact_files(model, artifacts, manifest) for model in configs}
+    files = {
+        model: artifact_files(model, artifacts, manifest) | device_table(config, source) for model, config in configs.items()
+    }
     for model, config in configs.items():
         for key, value in derived_parameters(config, configs, files[model]).items():
             set_parameter(config, key, value)

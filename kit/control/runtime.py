@@ -104,6 +104,8 @@ class ServerOptions:
 
     `admin_key`: when set, the ADMIN_APIS need the ADMIN_HEADER with this value (see kit.control.serve).
     `gpu_metrics`: Triton's GPU utilisation and memory metrics (DCGM), for a server with GPU models.
+    `environment`: variables for the server's processes alone (its stubs inherit them), e.g. where a simulated
+    accelerator counts its busy time (kit.runners.simulated).
     """
 
     repository: Path
@@ -115,6 +117,7 @@ class ServerOptions:
     admin_key: str | None = None
     gpu_metrics: bool = False
     extra_args: list[str] = field(default_factory=list)
+    environment: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def on_free_ports(cls, repository: Path, **kwargs) -> ServerOptions:
@@ -237,7 +240,7 @@ class TritonServer:
             self._log_file = open(self.log_path, "ab")
         self.process = subprocess.Popen(
             server_command(dist, self.options),
-            env=server_env(),
+            env=server_env() | self.options.environment,
             stdout=self._log_file,
             stderr=subprocess.STDOUT if self._log_file else None,
             start_new_session=True,

@@ -10,6 +10,8 @@ service takes those of the committed CPU profile for the model folder.
 RADAR_RUNNER=torch runs the checkpoint the export saved (`checkpoint/`) on the kit's PyTorch runner
 instead, in RADAR_TORCH_DTYPE (default fp16) on RADAR_TORCH_DEVICE (default cuda): the model the
 gpu-embedded profile serves, so that a GPU run compares designs on one model (perf/specs/gpu.json).
+RADAR_RUNNER=sim runs the simulated accelerator the sim-h100 profile serves (kit.runners.simulated):
+RADAR_SIM_TABLE (a device table's file), RADAR_SIM_CURVE (its model), RADAR_SIM_PRECISION.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ from kit.adapters.artifacts import radar_pipeline
 from kit.adapters.settings import RadarSettings
 from kit.pipelines.text.radar import TextPlan, decode_text
 from kit.runners.onnx import make_session
+from kit.runners.simulated import SimulatedModel
 
 Logits = Callable[[np.ndarray, np.ndarray], np.ndarray]
-RUNNERS = ("onnx", "torch")
+RUNNERS = ("onnx", "torch", "sim")
 
 
 def onnx_logits(model: Path, threads: int) -> Logits:
@@ -42,6 +45,11 @@ def torch_logits(model_dir: Path, dtype: str, device: str) -> Logits:
     from kit.runners.torch import TorchModel, TorchOptions
 
     model = TorchModel.from_checkpoint(model_dir / "checkpoint", ["logits"], TorchOptions(dtype, device))
+    return lambda ids, mask: model({"input_ids": ids, "attention_mask": mask})["logits"]
+
+
+def sim_logits(table: Path, curve: str, precision: str) -> Logits:
+    model = SimulatedModel(table, curve, precision, {"logits": 2})
     return lambda ids, mask: model({"input_ids": ids, "attention_mask": mask})["logits"]
 
 
@@ -85,6 +93,9 @@ def logits_from_env(model_dir: Path) -> Logits:
         raise ValueError(f"RADAR_RUNNER={runner!r} is not one of {RUNNERS}")
     if runner == "torch":
         return torch_logits(model_dir, os.environ.get("RADAR_TORCH_DTYPE", "fp16"), os.environ.get("RADAR_TORCH_DEVICE", "cuda"))
+    if runner == "sim":
+        table = Path(os.environ["RADAR_SIM_TABLE"])
+        return sim_logits(table, os.environ["RADAR_SIM_CURVE"], os.environ.get("RADAR_SIM_PRECISION", "fp16"))
     graph = os.environ.get("RADAR_GRAPH") or committed(model_dir)[1]["onnx_model"]
     return onnx_logits(model_dir / graph, int(os.environ.get("ORT_THREADS", "1")))
 

@@ -132,8 +132,7 @@ def point_row(window: Window, latencies: list[float], errors: int, start: dict, 
         **latency_row(window, latencies, errors, over["time"], over["client_cpu_s"]),
         "server_cpu_s": round(sum(over["server_cpu_s_by_role"].values()), 2),
         "server_cpu_s_by_role": by_role,
-        "triton": over["triton"],
-        "metrics": over["metrics"],
+        **{k: over[k] for k in ("triton", "metrics", "device")},
     }
 
 

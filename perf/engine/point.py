@@ -1,6 +1,7 @@
 """One measured point, whichever load generator drives it (perf_analyzer's `Load`, the closed loop's
-`Window`): the target and load it ran, what was measured, the workload's own figures, and where asked the
-GPU's utilisation and the target's GPU memory over its window (perf.engine.gpu)."""
+`Window`): the target and load it ran, what was measured, the workload's own figures, a simulated device's busy
+seconds where one served it, and where asked the GPU's utilisation and the target's GPU memory over its window
+(perf.engine.gpu)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ def measure(target, inputs: InputSet, load, out_dir: Path, name: str, sample_gpu
     else:
         m = load.measure(target, inputs, out_dir, name)
     counters = {k: m.pop(k) for k in ("triton", "metrics") if k in m}
+    device = m.pop("device", {})
     row = {
         "family": target.family,
         "setting": target.label,
@@ -30,6 +32,7 @@ def measure(target, inputs: InputSet, load, out_dir: Path, name: str, sample_gpu
         f"{w.item}s_per_request": inputs.per_request,
         w.key: m["throughput"] * inputs.per_request,
         **{k: v for k, v in counters.items() if v},
+        **({"device_busy_s": round(device["busy_s"], 3)} if device.get("busy_s") else {}),
     }
     row.update(w.figures(row))
     status = row["error"] or f"{row['throughput']:.2f} req/s p99 {row['p99_ms']:.0f} ms"

@@ -245,6 +245,58 @@ def limit_rounds_section(results: dict, w: Workload) -> list[str]:
     ]
 
 
+def cost_section(results: dict, w: Workload) -> list[str]:
+    """Where the server's CPU goes per item, by role, the simulated device's busy share, and what follows for a
+    host of the spec's `projection` cores: items/s it could feed = cores / CPU-seconds per item, against the device's
+    limit (the offline limit of the run)."""
+    cores = results["spec"]["projection"]["cores"]
+    lim = limit_of(results, None)
+    limit = lim["best"][w.key] if lim else None
+    rows = [r for r in collapsed(results, w) if r["input"] == results["spec"]["sweep"]["input"] and not r["error"]]
+    roles = list(dict.fromkeys(role for r in rows for role in r.get("server_cpu_s_by_role", {})))
+    cells = []
+    for r in rows:
+        items = r[w.key] * r["wall_s"]
+        per_item = r["server_cpu_s"] / items if items else float("inf")
+        by_role = r.get("server_cpu_s_by_role", {})
+        feed = cores / per_item if per_item else float("inf")
+        cells.append(
+            [
+                w.family_title(r["family"]),
+                r["setting"],
+                r["load"],
+                f"{r[w.key]:.0f}",
+                f"{1000 * per_item:.2f}",
+                *(f"{1000 * by_role[role] / items:.2f}" if role in by_role and items else "-" for role in roles),
+                f"{100 * r['device_busy_s'] / r['wall_s']:.0f}%" if r.get("device_busy_s") else "-",
+                f"{feed:,.0f}",
+                *([f"{feed / limit:.1f}"] if limit else []),
+            ]
+        )
+    device = f"the simulated device's limit, {limit:,.0f} {w.item}s/s (the run's offline limit)" if limit else "no limit"
+    return [
+        f"## Serving cost: CPU per {w.item} and what {cores} cores could feed\n",
+        f"Server CPU (every process of the target: server, stubs, door, workers) per {w.item} served, in milliseconds, "
+        f"and split by process role; the device's busy share of the window; {cores} / CPU-seconds per {w.item}, the "
+        f"{w.item}s/s a {cores}-core host could feed, against {device}.\n",
+        *table(
+            [
+                "target",
+                "setting",
+                "load",
+                f"{w.item}s/s",
+                f"CPU ms / {w.item}",
+                *(f"{role} ms" for role in roles),
+                "device busy",
+                f"{cores} cores feed {w.item}s/s",
+                *(["x device limit"] if limit else []),
+            ],
+            cells,
+        ),
+        "",
+    ]
+
+
 def accuracy_section(results: dict) -> list[str]:
     check = results["accuracy"]
     facts = ", ".join(
@@ -349,6 +401,8 @@ def render(results: dict, w: Workload, out_dir: Path) -> str:
         s += accuracy_section(results)
     if results.get("limit_rounds"):
         s += limit_rounds_section(results, w)
+    if "projection" in results["spec"]:
+        s += cost_section(results, w)
     s += w.sections(results, out_dir)
     if results["probes"]:
         s += probes_section(results, w, out_dir)

@@ -31,6 +31,7 @@ from kit.control.profiles import load_profile
 from kit.control.repository import build, resolved
 from kit.control.runtime import ServerOptions, TritonServer, answers_ok, free_port
 from kit.control.serve import Door
+from kit.runners.simulated import COUNTERS_ENV, busy_seconds
 from perf.engine.inputs import InputSet
 from perf.engine.workload import Baseline, Workload
 
@@ -56,7 +57,8 @@ def variant_profile(workload: Workload, setting: dict) -> dict:
             settings.update(d.placement)
             if settings.get("device") == "cpu":
                 settings.pop("gpus", None)
-    return {"description": f"perf variant of {d.profile}", "models": models}
+    target = {"target": base["target"]} if "target" in base else {}  # the applier of a profile named otherwise
+    return {"description": f"perf variant of {d.profile}", **target, "models": models}
 
 
 def model_source(workdir: Path, models: tuple[str, ...]) -> Path:
@@ -64,7 +66,7 @@ def model_source(workdir: Path, models: tuple[str, ...]) -> Path:
     source = workdir / "source"
     if not source.exists():
         source.mkdir(parents=True)
-        for name in (*models, "profiles", "artifacts.json"):
+        for name in (*models, "profiles", "artifacts.json", "devices"):
             (source / name).symlink_to(SOURCE / name)
     return source
 
@@ -86,6 +88,11 @@ def variant_configs(workload: Workload, setting: dict, model_dir: Path, workdir:
     source = model_source(workdir, workload.models)
     configs, _ = resolved(workload.deployment.profile, artifacts, source, variant_profile(workload, setting))
     return configs
+
+
+def device_counters(workdir: Path) -> dict[str, float]:
+    """A simulated accelerator's busy seconds so far, counted by the target's processes (kit.runners.simulated)."""
+    return {"busy_s": busy_seconds(workdir / "sim-counters")}
 
 
 def difference(after: dict, before: dict) -> dict:
@@ -118,7 +125,10 @@ class KitTarget:
         source = model_source(self.workdir, self.workload.models)
         build(self.workload.deployment.profile, repository, artifacts, source, self.profile())
         options = ServerOptions.on_free_ports(
-            repository, gpu_metrics=self.workload.deployment.on_gpu, extra_args=self.server_args
+            repository,
+            gpu_metrics=self.workload.deployment.on_gpu,
+            extra_args=self.server_args,
+            environment={COUNTERS_ENV: str(self.workdir / "sim-counters")},
         )
         self.server = TritonServer(options, log_path=self.workdir / "server.log")
         self.server.start(timeout=timeout)
@@ -157,8 +167,8 @@ class KitTarget:
         return out
 
     def counters(self) -> dict[str, dict]:
-        """Triton's statistics per model and the workload's Prometheus counters, by `name{labels}`."""
-        return {"triton": self.statistics(), "metrics": self.metrics()}
+        """Triton's statistics per model, the workload's Prometheus counters by `name{labels}`, a simulated device's."""
+        return {"triton": self.statistics(), "metrics": self.metrics(), "device": device_counters(self.workdir)}
 
     def metrics(self) -> dict[str, float]:
         if not self.workload.metric_prefixes:
@@ -273,6 +283,7 @@ class HttpTarget:
         env = os.environ.copy()
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
         env["ORT_THREADS"] = str(self.setting.get("ort_threads", max(1, CORES // self.workers)))
+        env[COUNTERS_ENV] = str(self.workdir / "sim-counters")
         env.update(self.workload.baseline_environment(self.family, self.setting, self.model_dir, self.workdir))
         return env
 
@@ -322,8 +333,8 @@ class HttpTarget:
         return http_load_args(self.workload, self.http_url, self.route, inputs)
 
     def counters(self) -> dict[str, dict]:
-        """A baseline keeps none."""
-        return {"triton": {}, "metrics": {}}
+        """A baseline keeps none but a simulated device's."""
+        return {"triton": {}, "metrics": {}, "device": device_counters(self.workdir)}
 
     def stop(self, timeout: float = 30) -> None:
         if self.process is None or self.process.poll() is not None:

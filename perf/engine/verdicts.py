@@ -9,6 +9,7 @@ that one engine judges the CPU sweeps, the runs in turns and the GPU run, each w
                  {"of": "door", "over": "kit", "p50_added_ms": 2, "clients": [1]}],
       "settings": [{"of": "cost", "over": "none", "factor": 1.5, "from_clients": 32}],
       "no_failures": {"clients": [256]},                             # or {"everywhere": true}
+      "cpu": [{"of": "door", "max_ms": 1.0, "below": "baselines", "clients": [64, 256]}],  # server CPU per item
       "graph_limits": {"fused": 1.1, "int8": 2.0},                   # each graph's limit over the first graph's
       "accuracy": {"max_abs_diff": 0.01}
     }
@@ -162,18 +163,49 @@ def p50_verdict(w: Workload, of: str, label: str, clients: int, a: dict, b: dict
 
 
 def settings_verdicts(rows: Rows, goal: dict) -> list[Verdict]:
-    """One kit setting over another at each load (ResNet's cost rule over no batching)."""
-    factor = goal.get("factor", 1.0)
+    """One setting of a family (the kit unless `family` says) over another at each load (ResNet's cost rule over
+    no batching; the door on two workers over one)."""
+    factor, family = goal.get("factor", 1.0), goal.get("family", "kit")
     return [
         ratio_verdict(
             f"{goal['of']} >= {factor:g} x {goal['over']} at {c} clients",
-            rows.of("kit", c, goal["of"]),
-            rows.of("kit", c, goal["over"]),
+            rows.of(family, c, goal["of"]),
+            rows.of(family, c, goal["over"]),
             rows.key,
             factor,
         )
         for c in loads_of(goal, rows.loads)
     ]
+
+
+def cpu_ms(row: dict, key: str) -> float:
+    """Milliseconds of server CPU (every process of the target) per item served."""
+    items = row[key] * row["wall_s"]
+    return 1000 * row["server_cpu_s"] / items if items else float("inf")
+
+
+def cpu_verdicts(rows: Rows, goal: dict) -> list[Verdict]:
+    """The server CPU one family spends per item, at most `max_ms` and (`below`) at most each baseline's."""
+    of, w, out = goal.get("of", "kit"), rows.w, []
+    others = [f for f in rows.families() if f in w.baselines] if goal.get("below") == "baselines" else listed(goal.get("below"))
+    for c in loads_of(goal, rows.loads):
+        mine = rows.of(of, c)
+        if not mine:
+            out.append(Verdict(f"{w.family_title(of)} CPU per {w.item} at {c} clients", False, NOT_MEASURED))
+            continue
+        spent = statistics.median(cpu_ms(r, rows.key) for r in mine.values())
+        if "max_ms" in goal:
+            name = f"{w.family_title(of)} spends <= {goal['max_ms']:g} ms of server CPU per {w.item} at {c} clients"
+            out.append(Verdict(name, spent <= goal["max_ms"], f"{spent:.2f} ms"))
+        for family in others:
+            theirs = rows.of(family, c)
+            name = f"{w.family_title(of)} spends no more server CPU per {w.item} than {w.family_title(family)} at {c} clients"
+            if not theirs:
+                out.append(Verdict(name, False, NOT_MEASURED))
+                continue
+            cost = statistics.median(cpu_ms(r, rows.key) for r in theirs.values())
+            out.append(Verdict(name, spent <= cost, f"{spent:.2f} vs {cost:.2f} ms"))
+    return out
 
 
 def failure_verdicts(w: Workload, rows: Rows, results: dict, graph: str | None, goal: dict) -> list[Verdict]:
@@ -248,6 +280,8 @@ def judge(w: Workload, results: dict) -> list[Verdict]:
             judged += settings_verdicts(rows, goal)
         if "no_failures" in goals:
             judged += failure_verdicts(w, rows, results, graph, goals["no_failures"])
+        for goal in goals.get("cpu", []):
+            judged += cpu_verdicts(rows, goal)
         out += [Verdict(f"{graph}: {v.target}", v.met, v.detail) for v in judged] if graph else judged
     if "graph_limits" in goals:
         out += graph_limit_verdicts(w, results, goals["graph_limits"])

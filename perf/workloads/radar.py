@@ -20,7 +20,7 @@ import tritonclient.grpc as grpcclient
 
 from kit.adapters.artifacts import radar_pipeline
 from kit.adapters.settings import RadarSettings
-from kit.control.configs import load_source_config, parameters
+from kit.control.configs import SOURCE, load_source_config, parameters
 from kit.control.profiles import load_profile
 from kit.pipelines.text.radar import RadarPipeline
 from perf.engine.inputs import InputSet, bytes_tensor, input_set
@@ -133,11 +133,13 @@ class Radar(Workload):
         settings = RadarSettings.from_parameters(params)
         pipeline = radar_pipeline(model_dir, settings)
         texts = inputs[lim["input"]].items
-        if "torch_model" in clf:
-            print(
-                f"limit: the PyTorch runner on {model_dir.name}/{clf['torch_model']} ({clf['dtype']}, {clf['device']})",
-                flush=True,
-            )
+        if "sim_table" in clf:
+            print(f"limit: the simulated device of {clf['sim_table']}, from its table", flush=True)
+            table = SOURCE / "devices" / clf["sim_table"]
+            result = radar_limit.measure_sim(table, clf["curve"], clf["precision"], pipeline, texts, lim["batch_sizes"])
+        elif "torch_model" in clf:
+            runner = f"{model_dir.name}/{clf['torch_model']} ({clf['dtype']}, {clf['device']})"
+            print(f"limit: the PyTorch runner on {runner}", flush=True)
             result = radar_limit.measure_torch(
                 model_dir, pipeline, texts, lim.get("chunks"), lim["batch_sizes"], clf["dtype"], clf["device"]
             )
@@ -159,7 +161,11 @@ class Radar(Workload):
         variant = {"radar": {"parameters": {"bucket_count": str(setting["bucket_count"])}}} if "bucket_count" in setting else {}
         params, clf = self.served(model_dir, work / "kit-settings", variant | self.graph_variant(setting))
         env = {"RADAR_MODEL_DIR": str(model_dir.resolve()), "RADAR_SETTINGS": json.dumps(params)}
-        if "torch_model" in clf:
+        if "sim_table" in clf:
+            table = str(SOURCE / "devices" / clf["sim_table"])
+            env |= {"RADAR_RUNNER": "sim", "RADAR_SIM_TABLE": table, "RADAR_SIM_CURVE": clf["curve"]}
+            env["RADAR_SIM_PRECISION"] = clf["precision"]
+        elif "torch_model" in clf:
             env |= {"RADAR_RUNNER": "torch", "RADAR_TORCH_DTYPE": clf["dtype"], "RADAR_TORCH_DEVICE": clf["device"]}
         else:
             env["RADAR_GRAPH"] = clf["onnx_model"]
@@ -175,7 +181,7 @@ class Radar(Workload):
         texts = inputs[spec["sweep"]["input"]].items[:count]
         params, clf = self.served(model_dir, target.workdir / "accuracy")
         pipeline = radar_pipeline(model_dir, RadarSettings.from_parameters(params))
-        reference, logits = radar_limit.reference_logits(model_dir, "torch_model" in clf)
+        reference, logits = radar_limit.reference_logits(model_dir, clf)
         client = grpcclient.InferenceServerClient(target.grpc_url)
         diffs = []
         try:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import json
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -25,9 +26,11 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+from kit.control.configs import SOURCE
 from kit.pipelines.text.radar import RadarPipeline
 from kit.runners.onnx import CPU, LEVELS, SERVED_LEVEL, make_session
-from perf.baselines.radar_model import Logits, onnx_logits, torch_logits
+from kit.runners.simulated import Curve
+from perf.baselines.radar_model import Logits, onnx_logits, sim_logits, torch_logits
 from perf.engine.limit import CORES, in_parallel, timed
 
 Rows = list[tuple[np.ndarray, np.ndarray]]
@@ -168,9 +171,33 @@ def measure_torch(
     return summary(rows, texts, every_row, layouts, runner="torch", dtype=dtype, device=device)
 
 
-def reference_logits(model_dir: Path, torch_runner: bool) -> tuple[str, Logits]:
-    """The FP32 reference of what the kit serves: the checkpoint on the PyTorch runner on the CPU where the kit
-    serves that runner, else the graph as exported (model.onnx), which the served CPU graphs were gated against."""
-    if torch_runner:
+def measure_sim(
+    table: Path, curve: str, precision: str, pipeline: RadarPipeline, texts: list[str], batch_sizes: list[int]
+) -> dict:
+    """Chunks/s of a simulated device (kit.runners.simulated) on every chunk, bucket by bucket in batches: the sum
+    of its batch times from its table, nothing run."""
+    every_row = chunk_rows(pipeline, texts)
+    device, layouts = Curve.from_table(json.loads(table.read_text()), curve, precision), []
+    for b in batch_sizes:
+        seconds = sum(device.seconds(len(ids), ids.shape[1]) for ids, _ in batches(every_row, b))
+        layouts.append(
+            {
+                "layout": f"simulated {table.stem} ({curve}, {precision})",
+                "batch": b,
+                "chunks_per_s": len(every_row) / seconds,
+                "chunks_per_cpu_s": 0.0,
+            }
+        )
+    return summary(every_row, texts, every_row, layouts, runner="sim", table=table.name)
+
+
+def reference_logits(model_dir: Path, runner: dict[str, str]) -> tuple[str, Logits]:
+    """The FP32 reference of what the kit serves (`runner`: the classifier's parameters): the checkpoint on the
+    PyTorch runner on the CPU where the kit serves that runner; the simulated device's own function where it serves
+    one; else the graph as exported (model.onnx), which the served CPU graphs were gated against."""
+    if "torch_model" in runner:
         return "the checkpoint in FP32 on the CPU (the PyTorch runner)", torch_logits(model_dir, "fp32", "cpu")
+    if "sim_table" in runner:
+        table = SOURCE / "devices" / runner["sim_table"]
+        return f"the simulated device's function ({runner['sim_table']})", sim_logits(table, runner["curve"], runner["precision"])
     return "model.onnx (FP32 as exported) on ONNX Runtime", onnx_logits(model_dir / "model.onnx", CORES)

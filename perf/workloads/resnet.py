@@ -22,8 +22,9 @@ from pathlib import Path
 import numpy as np
 import tritonclient.grpc as grpcclient
 
-from kit.control.configs import load_source_config, parameters
+from kit.control.configs import SOURCE, load_source_config, parameters
 from kit.runners.onnx import make_session
+from kit.runners.simulated import SimulatedModel
 from perf.engine.inputs import InputSet
 from perf.engine.limit import CORES
 from perf.engine.load import tensor
@@ -57,11 +58,15 @@ def image_set(spec_input: dict) -> InputSet:
     return InputSet(s["name"], tensors, 1.0, tensors=tensors, bodies=bodies)
 
 
-def reference_probabilities(model_dir: Path, torch_runner: bool) -> tuple[str, Callable[[np.ndarray], np.ndarray]]:
-    """One [1, 3, H, W] image's class probabilities, unpadded, in FP32: the checkpoint on the PyTorch runner on the
-    CPU, or the exported graph on ONNX Runtime (torch is imported only there: the serve venv has none)."""
+def reference_probabilities(model_dir: Path, runner: dict[str, str]) -> tuple[str, Callable[[np.ndarray], np.ndarray]]:
+    """One [1, 3, H, W] image's class probabilities, unpadded, in FP32 (`runner`: the backbone's parameters): the
+    checkpoint on the PyTorch runner on the CPU (torch is imported only there: the serve venv has none), a simulated
+    device's own function, or the exported graph on ONNX Runtime."""
     feed = lambda image: {"pixel_values": image, "image_sizes": np.array([image.shape[2:]], dtype=np.int64)}  # noqa: E731
-    if torch_runner:
+    if "sim_table" in runner:
+        model = SimulatedModel(SOURCE / "devices" / runner["sim_table"], runner["curve"], runner["precision"], {"probs": 1000})
+        return f"the simulated device's function ({runner['sim_table']})", lambda image: model(feed(image))["probs"][0]
+    if "torch_model" in runner:
         from kit.runners.torch import TorchModel, TorchOptions
 
         model = TorchModel.from_checkpoint(model_dir / "checkpoint", ["probs"], TorchOptions("fp32", "cpu"))
@@ -107,7 +112,7 @@ class Resnet(Workload):
         serves that runner, else the ONNX graph."""
         images = inputs[spec["sweep"]["input"]].tensors[: spec["accuracy"].get("requests", 8)]
         clf = parameters(variant_configs(self, {}, model_dir, target.workdir / "accuracy")["resnet50_backbone"])
-        reference, probs = reference_probabilities(model_dir, "torch_model" in clf)
+        reference, probs = reference_probabilities(model_dir, clf)
         client = grpcclient.InferenceServerClient(target.grpc_url)
         diffs, agree = [], 0
         try:
@@ -158,6 +163,8 @@ class Resnet(Workload):
 
     def headline(self, results: dict) -> str:
         rows = [r for r in results["sweeps"] if r["input"] == results["spec"]["sweep"]["input"]]
+        if not rows:
+            return "no point measured"
         most = max(r["concurrency"] for r in rows)
         at = {r["setting"]: r[self.key] for r in rows if r["concurrency"] == most}
         if not at.get("none"):

@@ -246,3 +246,35 @@ def test_in_turns_the_kit_and_its_door_answer_every_round_and_each_round_measure
     report = (out / "REPORT.md").read_text()
     assert "In turns: every target ran at once" in report and "## The limit in turns (2 rounds)" in report
     assert "kit through the door" in report and "-> **met**" in report and "-> **missed**" not in report
+
+
+# The simulated H100 behind the kit, its door and a baseline: what the serving-overhead benchmark measures.
+SIM_TINY = {
+    "description": "Checks the simulated device's tooling, not the speed.",
+    "model": "artifacts/radar",
+    "profile": "sim-h100",
+    "projection": {"cores": 16},
+    "inputs": [{"name": "long", "count": 8, "min_chars": 100, "max_chars": 800, "seed": 42}],
+    "window": {"warmup_s": 1, "duration_s": 2},
+    "rounds": 1,
+    "sweep": {"input": "long", "concurrency": [4]},
+    "extra": {},
+    "limit": {"input": "long", "batch_sizes": [4, 16]},
+    "accuracy": {"requests": 3},
+    "targets": {"kit": [{}], "door": [{}], "batcher": [{"batch_size_max": 16, "batch_timeout_ms": 5}]},
+    "goals": {"accuracy": {"max_abs_diff": 1e-6}, "cpu": [{"of": "door", "max_ms": 1000.0}]},
+}
+
+
+def test_every_design_serves_the_same_simulated_device_and_the_report_projects_its_cost(tmp_path, radar_artifacts):
+    results = run_spec(tmp_path, SIM_TINY)
+    rows = results["sweeps"]
+    assert {r["family"] for r in rows} == {"kit", "door", "batcher"}
+    for row in rows:
+        assert row["error"] is None and row["requests"] > 0
+        assert 0 < row["device_busy_s"] <= row["wall_s"] * 1.05  # one simulated stream per instance or worker
+    assert results["limit"]["best"]["layout"].startswith("simulated h100") and results["limit"]["best"]["chunks_per_s"] > 0
+    assert results["accuracy"]["max_abs_diff"] < 1e-6  # served answers are the simulated device's own function
+    report = (tmp_path / "REPORT.md").read_text()
+    assert "## Serving cost: CPU per chunk and what 16 cores could feed" in report and "| door ms |" in report
+    assert "spends <= 1000 ms of server CPU per chunk" in report and "-> **missed**" not in report

@@ -10,8 +10,8 @@ import json
 import pytest
 from tritonclient.grpc import model_config_pb2 as mc
 
-from kit.adapters.settings import OnnxRunnerSettings, SettingsError, TorchRunnerSettings, settings_class
-from kit.control.configs import RepositoryError, load_source_config, parameters, parse_config, render_config
+from kit.adapters.settings import OnnxRunnerSettings, SettingsError, SimRunnerSettings, TorchRunnerSettings, settings_class
+from kit.control.configs import SOURCE, RepositoryError, load_source_config, parameters, parse_config, render_config
 from kit.control.gpu_embedded_profile import apply_gpu_embedded_profile
 from kit.control.profiles import load_profile
 from kit.control.repository import RUNNERS, build, profile_configs, resolved
@@ -99,7 +99,8 @@ def test_cuda_provider_moves_an_onnx_network_to_the_listed_gpus():
 @pytest.mark.parametrize(
     ("model", "settings", "message"),
     [
-        ("radar_classifier", {"runner": "torch", "precision": "FP16"}, r"unknown gpu-embedded settings \['precision'\]"),
+        ("radar_classifier", {"runner": "torch", "precision": "FP16"}, r"\[.precision.\] do not apply to the torch runner"),
+        ("radar_classifier", {"runner": "torch", "fp16": True}, r"unknown gpu-embedded settings \[.fp16.\]"),
         ("radar_classifier", {"runner": "tensorrt"}, "unknown runner 'tensorrt'"),
         ("radar_classifier", {"runner": "torch", "threads": 2}, r"\['threads'\] do not apply to the torch runner"),
         ("ocr_det", {"runner": "onnx", "dtype": "fp16"}, r"\['dtype'\] do not apply to the onnx runner"),
@@ -175,3 +176,33 @@ def test_the_pytorch_runner_on_the_cpu_takes_cpu_instances():
     )
     assert parameters(config)["device"] == "cpu" and parameters(config)["dtype"] == "fp32"
     assert [(g.kind, list(g.gpus), g.count) for g in config.instance_group] == [(mc.ModelInstanceGroup.KIND_CPU, [], 2)]
+
+
+def test_the_simulated_device_runs_on_cpu_instances_with_its_device_table_linked(tmp_path, radar_artifacts):
+    configs = build("sim-h100", tmp_path / "repo", radar_artifacts.parent)
+    for model in TORCH_MODELS:
+        params, config = parameters(configs[model]), configs[model]
+        assert settings_class(model, params) is SimRunnerSettings and SimRunnerSettings.from_parameters(params)
+        assert [g.kind for g in config.instance_group] == [mc.ModelInstanceGroup.KIND_CPU]
+        version = tmp_path / "repo" / model / "1"
+        assert (version / params["sim_table"]).samefile(SOURCE / "devices" / "h100.json")
+        assert (version / "model.py").read_text() == RUNNERS["sim_table"].read_text()
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"runner": "sim", "curve": "radar"}, "the sim runner needs `table`"),
+        ({"runner": "sim", "table": "h100", "curve": "radar", "dtype": "fp16"}, r"\['dtype'\] do not apply to the sim runner"),
+    ],
+)
+def test_a_simulated_device_without_its_table_or_with_another_runners_settings_is_refused(settings, message):
+    with pytest.raises(RepositoryError, match=message):
+        apply_gpu_embedded_profile(load_source_config("radar_classifier"), settings)
+
+
+def test_a_device_table_that_is_not_there_is_named_with_the_ones_that_are(radar_artifacts):
+    spec = load_profile("sim-h100")
+    spec["models"]["radar_classifier"]["table"] = "a100"
+    with pytest.raises(RepositoryError, match=r"no device table a100.json .*h100.json"):
+        resolved("sim-h100", radar_artifacts.parent, spec=spec)
