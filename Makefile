@@ -35,8 +35,11 @@ PYTEST_ARGS ?=
 
 .PHONY: help serve test lint test-export test-serve export standins system-deps clean
 
+# Every target named in a .PHONY line, in the order they appear, with the text after its `## `.
 help: ## show this help
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+	@awk '/^\.PHONY:/ { for (i = 2; i <= NF; i++) if ($$i !~ /\$$/ && !seen[$$i]++) order[++n] = $$i } \
+		/^[A-Za-z0-9_.-]+:.*## / { split($$0, parts, ":.*## "); sub(/:.*/, "", parts[1]); text[parts[1]] = parts[2] } \
+		END { for (i = 1; i <= n; i++) printf "  make %-22s %s\n", order[i], text[order[i]] }' $(MAKEFILE_LIST)
 
 serve: $(VENV)/serve/.installed export ## export if needed, build the CPU repository, run tritonserver on 127.0.0.1:8000/8001/8002
 	$(SERVE_PY) -m kit.control.serve $(SERVE_ARGS)
@@ -48,10 +51,10 @@ lint: $(VENV)/serve/.installed ## ruff lint and format check, and the import lay
 	$(VENV)/serve/bin/ruff format --check .
 	$(VENV)/serve/bin/lint-imports
 
-test-export: $(VENV)/export/.installed
+test-export: $(VENV)/export/.installed ## the export tests, in the export venv
 	$(EXPORT_PY) -m pytest tests/export -q $(PYTEST_ARGS)
 
-test-serve: $(VENV)/serve/.installed export $(RADAR_INT8_ONNX)
+test-serve: $(VENV)/serve/.installed export $(RADAR_INT8_ONNX) ## the unit and served tests, against a real tritonserver
 	$(SERVE_PY) -m pytest tests/unit tests/served -q $(PYTEST_ARGS)
 
 export: $(RADAR_ONNX) $(OCR_ONNX) $(RESNET_COST) ## export RADAR_MODEL (default: the tiny stand-in), the PP-OCRv4 models and ResNet-50, each validated
@@ -171,9 +174,12 @@ $(PERF_MODEL): $(PERF_CHECKPOINT)/config.json $(RADAR_EXPORT_CODE) | $(VENV)/exp
 	$(EXPORT_PY) -m export.radar $(PERF_EXPORT_ARGS) --out $(ARTIFACTS)/radar-large
 	echo "$(strip $(PERF_EXPORT_ARGS))" > $(ARTIFACTS)/radar-large/.source
 
-# GPU deployment (docs/GPU.md): built and checked offline here, run on a GPU host. The Triton
-# container release is pinned in docker-compose.yml (TRITON_RELEASE, 24.10 = tritonserver 2.51.0);
-# tests/unit/test_deploy_files.py keeps the Dockerfiles and deploy/k8s on the same release.
+# GPU deployment (docs/GPU.md): built and checked offline here, run on a GPU host. TRITON_RELEASE is the
+# Triton container release (24.10 = tritonserver 2.51.0, the embedded server's version), exported to
+# docker-compose.yml, whose own default is the same; tests/unit/test_deploy_files.py keeps the
+# Dockerfiles and deploy/k8s on it.
+TRITON_RELEASE ?= 24.10
+export TRITON_RELEASE
 GPU_REPOSITORY := build/repository/gpu
 # export.tensorrt runs here by default, and refuses (exit 2) without TensorRT; on a GPU host,
 # TRT_RUN="docker compose --profile tools run --rm tensorrt" runs it with the serving release's TensorRT.
