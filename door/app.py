@@ -24,6 +24,7 @@ from door.contract import Contract
 from door.health import readiness
 from door.intake import Intake
 from door.observe import Metrics, Observe
+from door.openapi import problems_in_their_media_type
 from door.problems import HANDLERS
 from door.routes import Routes
 from door.settings import DoorSettings
@@ -75,12 +76,19 @@ def create_app(contract: Contract, settings: DoorSettings, upstream: Upstream | 
     app.include_router(routes.router)
     app.state.upstream = upstream
 
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            app.openapi_schema = problems_in_their_media_type(FastAPI.openapi(app))
+        return app.openapi_schema
+
+    app.openapi = openapi
+
     @app.get("/health/live", tags=["health"])
     async def live() -> dict:
         """The door's process answers (says nothing of Triton)."""
         return {"live": True}
 
-    @app.get("/health/ready", tags=["health"])
+    @app.get("/health/ready", tags=["health"], responses={503: {"description": "not ready: the answer says what is not"}})
     async def ready() -> JSONResponse:
         """200 when Triton and every routed model are ready, no Python stub has died and the canary passed; else 503."""
         answer = await readiness(upstream, canary)
