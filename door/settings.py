@@ -71,10 +71,12 @@ class DoorSettings:
     def __post_init__(self) -> None:
         for name in ("body_timeout", "triton_timeout", "rate_window", "canary_interval"):
             if not getattr(self, name) > 0:
-                raise SettingsError(f"{name} must be a positive number of seconds, not {getattr(self, name)}")
+                raise SettingsError(
+                    f"the {name.replace('_', ' ')} must be a positive number of seconds, not {getattr(self, name)}"
+                )
         for name in ("max_texts", "max_retry_after", "unavailable_retry_after"):
             if getattr(self, name) < 1:
-                raise SettingsError(f"{name} must be at least 1, not {getattr(self, name)}")
+                raise SettingsError(f"the {name.replace('_', ' ')} must be at least 1, not {getattr(self, name)}")
 
 
 def api_keys(host: str, environ: Mapping[str, str], disabled: bool = False) -> frozenset[str]:

@@ -189,6 +189,6 @@ def test_every_door_setting_is_a_flag_and_an_environment_variable_and_the_flag_w
             value = "3" if field.metadata["parse"] in (int, float) else "x.example:1"
             given = settings_from(parse_args([], {f"DOOR_{field.name.upper()}": value}), {})
             assert str(getattr(given, field.name)).strip("(),'") in (value, f"{value}.0"), field.name
-    with pytest.raises(SettingsError, match="triton_timeout"):
+    with pytest.raises(SettingsError, match="triton timeout"):
         settings_from(parse_args(["--triton-timeout", "0"], {}), {})
     assert settings_from(parse_args([], {"DOOR_NO_API_KEYS": "yes", "DOOR_HOST": "0.0.0.0"}), {}).api_keys == frozenset()
