@@ -174,6 +174,16 @@ $(PERF_MODEL): $(PERF_CHECKPOINT)/config.json $(RADAR_EXPORT_CODE) | $(VENV)/exp
 	$(EXPORT_PY) -m export.radar $(PERF_EXPORT_ARGS) --out $(ARTIFACTS)/radar-large
 	echo "$(strip $(PERF_EXPORT_ARGS))" > $(ARTIFACTS)/radar-large/.source
 
+# A new version of a served model under load (kit.control.deploy, docs/RELIABILITY.md): NAME=radar VERSION=2
+# FROM=DIR, where DIR holds the new export as artifacts/ does (DIR/radar/...); TRITON_ADMIN_KEY where the
+# server has one. Loads it beside the serving version, checks its golden set, then retires the old one.
+NAME ?= radar
+REPOSITORY ?= build/repository/cpu
+TRITON_HTTP ?= 127.0.0.1:8000
+.PHONY: deploy-model
+deploy-model: $(VENV)/serve/.installed ## load VERSION of NAME from the export in FROM into the running server, check it, then retire the old one
+	$(SERVE_PY) -m kit.control.deploy $(NAME) --version $(VERSION) --artifacts $(FROM) --repository $(REPOSITORY) --url $(TRITON_HTTP)
+
 # GPU deployment (docs/GPU.md): built and checked offline here, run on a GPU host. TRITON_RELEASE is the
 # Triton container release (24.10 = tritonserver 2.51.0, the embedded server's version), exported to
 # docker-compose.yml, whose own default is the same; tests/unit/test_deploy_files.py keeps the
