@@ -19,7 +19,7 @@ from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.middleware.cors import CORSMiddleware
 
-from door.canary import Canary, check
+from door.canary import MODEL, Canary, check
 from door.contract import Contract
 from door.health import readiness
 from door.intake import Intake
@@ -29,6 +29,7 @@ from door.problems import HANDLERS
 from door.routes import Routes
 from door.settings import DoorSettings
 from door.upstream import Upstream
+from kit.control.canary import Report
 
 STATIC = Path(__file__).resolve().parent / "static"
 DEFAULT_CAP = 64 * 1024  # a body on any route that does not read one
@@ -44,8 +45,18 @@ def create_app(contract: Contract, settings: DoorSettings, upstream: Upstream | 
     metrics = Metrics(upstream.flows)
     canary = None
     if contract.canary is not None:
-        golden = contract.canary
-        canary = Canary(golden, lambda: check(upstream, golden), settings.canary_interval, metrics.registry)
+
+        async def check_served() -> Report:
+            """The golden set the served radar carries now, through it; a new version brings its own."""
+            canary.golden = await upstream.golden_set(MODEL) or canary.golden
+            report = await check(upstream, canary.golden)
+            canary.version = upstream.versions.get(MODEL)
+            return report
+
+        def changed() -> bool:
+            return upstream.versions.get(MODEL, canary.version) != canary.version
+
+        canary = Canary(contract.canary, check_served, settings.canary_interval, metrics.registry, changed)
 
     @asynccontextmanager
     async def lifespan(_):
