@@ -106,7 +106,7 @@ perf-resnet: $(VENV)/serve/.installed $(RESNET_COST) ## ResNet-50 on (3, 224±50
 perf-resnet-quick: $(VENV)/serve/.installed $(RESNET_COST) ## the same four variants at 1, 8 and 32 clients, 10 s windows (~5 min) -> build/perf/results-resnet-quick/REPORT.md
 	$(SERVE_PY) -m perf sweep --spec resnet-quick --out build/perf/results-resnet-quick
 
-system-deps: ## Debian packages the embedded server and the door's browser test need (installed only when missing; needs root)
+system-deps: ## Debian packages the embedded server, the door's browser test and the deployment checks need (installed only when missing; needs root)
 	@missing=""; \
 	command -v $(PYTHON) >/dev/null || missing="$$missing python3.11 python3.11-venv"; \
 	[ -e /usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0 ] || missing="$$missing libpython3.11"; \
@@ -115,6 +115,7 @@ system-deps: ## Debian packages the embedded server and the door's browser test 
 	[ -e /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ] || missing="$$missing fonts-wqy-microhei"; \
 	[ -e /usr/lib/x86_64-linux-gnu/libb64.so.0d ] || missing="$$missing libb64-0d"; \
 	[ -e /usr/bin/chromium ] || missing="$$missing chromium"; \
+	command -v npm >/dev/null || missing="$$missing nodejs npm"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; apt-get update -qq && apt-get install -y -qq $$missing; fi
 
@@ -215,8 +216,16 @@ tensorrt: $(VENV)/serve/.installed $(RADAR_ONNX) ## build RADAR's TensorRT engin
 deploy-deps: ## Debian's docker-compose, to validate docker-compose.yml offline (installed only when missing; needs root)
 	@command -v docker-compose >/dev/null || { echo "installing: docker-compose"; apt-get update -qq && apt-get install -y -qq docker-compose; }
 
-# tests/unit/test_deploy_files.py runs docker-compose: `make test` installs it first.
-test-serve: deploy-deps
+# The prometheus-operator CRD schemas for tests/unit/test_k8s.py, as pinned by deploy/k8s/crd-check's npm lock.
+CRD_CHECK := build/crd-check
+
+# tests/unit/test_deploy_files.py runs docker-compose, tests/unit/test_k8s.py the CRD check: `make test` installs both first.
+test-serve: deploy-deps $(CRD_CHECK)/.installed
+
+$(CRD_CHECK)/.installed: deploy/k8s/crd-check/package.json deploy/k8s/crd-check/package-lock.json deploy/k8s/crd-check/validate.mjs | system-deps
+	rm -rf $(CRD_CHECK) && mkdir -p $(CRD_CHECK) && cp deploy/k8s/crd-check/* $(CRD_CHECK)/
+	cd $(CRD_CHECK) && npm ci --no-audit --no-fund --silent
+	touch $@
 
 # Reliability (perf/RELIABILITY.md): longer runs of the peak, soak and fuzz tests that `make test`
 # runs briefly. Loopback only, bounded in count and time; each prints its figures and writes
