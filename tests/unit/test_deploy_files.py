@@ -80,6 +80,7 @@ def test_triton_service_reserves_gpus_mounts_the_repository_and_restarts(compose
     assert "./build/repository/gpu:/models:ro" in triton["volumes"]
     assert f"trt-cache:{TRT_CACHE_ROOT}" in triton["volumes"]
     assert "--model-repository=/models" in triton["command"]
+    assert {"--model-control-mode=explicit", "--load-model=*"} <= set(triton["command"])
     assert HEALTHCHECK_IN_IMAGE in triton["healthcheck"]["test"]
     assert triton["restart"] == "unless-stopped"
     label = compose["services"]["autoheal"]["environment"]["AUTOHEAL_CONTAINER_LABEL"]
