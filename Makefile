@@ -116,6 +116,7 @@ system-deps: ## Debian packages the embedded server, the door's browser test and
 	[ -e /usr/lib/x86_64-linux-gnu/libb64.so.0d ] || missing="$$missing libb64-0d"; \
 	[ -e /usr/bin/chromium ] || missing="$$missing chromium"; \
 	command -v npm >/dev/null || missing="$$missing nodejs npm"; \
+	[ -e /usr/bin/promtool ] || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; apt-get update -qq && apt-get install -y -qq $$missing; fi
 
