@@ -259,12 +259,15 @@ class TritonServer:
         return self
 
     def current_stubs(self) -> list[Stub]:
-        """The server's stubs now: models load and unload versions while it runs (kit.control.deploy)."""
+        """The server's stubs now, as models load and unload versions while it runs (kit.control.deploy),
+        and the known ones that died: a zombie's command line can no longer be read, so it is kept from before."""
         try:
             children = psutil.Process(self.process.pid).children()
         except psutil.NoSuchProcess:
             return self.stubs
-        return [stub for stub in map(Stub.from_process, children) if stub is not None]
+        found = [stub for stub in map(Stub.from_process, children) if stub is not None]
+        pids = {stub.process.pid for stub in found}
+        return found + [stub for stub in self.stubs if stub.process.pid not in pids and stub.died()]
 
     def is_ready(self) -> bool:
         return answers_ok(f"http://{self.options.http_url}/v2/health/ready")

@@ -17,7 +17,7 @@ from clients.triton import NO_RETRY
 from kit.control.deploy import Repository, deploy
 from samples.texts import sample_texts
 from tests.conftest import ARTIFACTS
-from tests.served.reliability import own_server, save_result, wait_for
+from tests.served.reliability import Workers, own_server, save_result, wait_for
 from tests.served.test_canary import perturbed_artifacts
 from tests.served.test_door_routes import running_door
 
@@ -32,16 +32,16 @@ def linked_export(root):
     return root
 
 
-class Load:
+class Load(Workers):
     """`CLIENTS` threads, each sending texts to radar without retries until stopped; every answer is checked
     chunk by chunk against direct ONNX Runtime inference of the export."""
 
     def __init__(self, url: str, reference, texts: list[str]):
+        super().__init__()
         self.url, self.reference, self.texts = url, reference, texts
         self.sent = self.answered = self.failed = self.wrong = 0
         self.errors: list[str] = []
         self.lock = threading.Lock()
-        self.stop = threading.Event()
         self.threads = [threading.Thread(target=self.client, args=(i,)) for i in range(CLIENTS)]
 
     def client(self, index: int) -> None:
@@ -67,16 +67,6 @@ class Load:
                     self.wrong += not right
         finally:
             client.close()
-
-    def __enter__(self) -> Load:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(60)
 
 
 def door_canary(door) -> dict:
@@ -113,6 +103,8 @@ def test_radar_is_updated_under_load_with_nothing_lost_and_the_door_learns_of_it
         assert load.failed == 0 and load.wrong == 0, (figures, load.errors[:5])
         assert load.sent - load.answered <= CLIENTS, "only the requests in flight at the stop are unanswered"
         assert repo.serving("radar") == [2] and repo.serving("radar_classifier") == [2]
+        assert server.dead_stubs() == [], "the retired version's stubs were reaped, not left dead: no restart"
+        assert len(server.stubs) >= 10, "the new version's stubs are watched: radar's 8 and the classifier's 2"
         # The door sees version 2 answer and checks version 2's golden set, without a restart.
         urllib3.request("POST", f"{door.url}/v1/radar", json={"text": texts[0]}, timeout=30)
         assert wait_for(lambda: door_canary(door)["version"] == "2" and door_canary(door)["ok"], 30), door_canary(door)
