@@ -35,6 +35,16 @@ DEFAULT_URLS = {**triton.DEFAULT_URLS, "door": "http://localhost:8080"}
 REFUSALS = (InferenceServerException, DoorError)
 
 
+def transport(
+    url: str, protocol: str, retry: RetryPolicy, api_key: str | None
+) -> tuple[DoorClient | None, RetryCounter, Endpoint | None]:
+    """The door's client (protocol "door") or Triton's endpoint, and the counter of the retries made."""
+    if protocol == "door":
+        door = DoorClient(url, api_key, retry=retry)
+        return door, door.retries, None
+    return None, RetryCounter(), Endpoint(url, protocol)
+
+
 def _arrays(response, names: list[str]) -> dict[str, np.ndarray]:
     return {name: response.as_numpy(name) for name in names}
 
@@ -66,9 +76,7 @@ class ModelClient:
         self.concurrency = concurrency
         self.retry = retry
         self.base64_json = base64_json
-        self.door = DoorClient(url, api_key, retry=retry) if protocol == "door" else None
-        self.retries = self.door.retries if self.door else RetryCounter()
-        self.endpoint = None if self.door else Endpoint(url, protocol)
+        self.door, self.retries, self.endpoint = transport(url, protocol, retry, api_key)
         self.clients = None if self.door else ThreadLocalClients(self.endpoint)
 
     def infer(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -109,9 +117,7 @@ class AsyncModelClient:
     ):
         self.model, self.output_names = model, list(outputs)
         self.retry = retry
-        self.door = DoorClient(url, api_key, retry=retry) if protocol == "door" else None
-        self.retries = self.door.retries if self.door else RetryCounter()
-        self.endpoint = None if self.door else Endpoint(url, protocol)
+        self.door, self.retries, self.endpoint = transport(url, protocol, retry, api_key)
         self.client = None if self.door else self.endpoint.client(asyncio=True)
 
     async def through_door(self, call: Callable[..., T], *args) -> T:

@@ -24,7 +24,7 @@ from kit.control.configs import REPO_ROOT
 from kit.control.runtime import answers_ok, free_port
 from samples.images import document
 from samples.texts import sample_texts
-from tests.served.reliability import wait_for
+from tests.served.reliability import Workers, wait_for
 from tests.served.test_door_routes import running_door
 
 PROMETHEUS = REPO_ROOT / "deploy" / "prometheus"
@@ -61,12 +61,12 @@ def adapter_queries() -> list[str]:
     return filled
 
 
-class Traffic:
+class Traffic(Workers):
     """A few clients sending texts and an image through the door until stopped."""
 
     def __init__(self, door_url: str):
+        super().__init__()
         self.client = DoorClient(door_url)
-        self.stop = threading.Event()
         self.texts = sample_texts(16, 150, 900, seed=27)
         self.image = document(28, width=480, lines=2).data
         self.threads = [threading.Thread(target=self.send, args=(i,)) for i in range(4)]
@@ -79,16 +79,6 @@ class Traffic:
             else:
                 self.client.classify(self.texts[n % len(self.texts)])
             n += 1
-
-    def __enter__(self) -> Traffic:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(60)
 
 
 @pytest.fixture(scope="module")
