@@ -124,7 +124,12 @@ class Routes:
         schema = schemas.image_request(max_bytes, max_pixels)
         self.caps[path] = math.ceil(max_bytes * 4 / 3) + ENVELOPE
         form = {
-            "schema": {"type": "object", "properties": {"image": {"type": "string", "format": "binary"}}, "required": ["image"]},
+            "schema": {
+                "type": "object",
+                "properties": {"image": {"type": "string", "format": "binary"}},
+                "required": ["image"],
+                "additionalProperties": False,
+            },
             "encoding": {"image": {"contentType": IMAGE_TYPES}},
         }
         answer = ocr_result if model == "ocr" else health_code_result
@@ -189,8 +194,8 @@ class Routes:
 async def uploaded(request: Request) -> bytes:
     form = await request.form(max_files=1, max_fields=8)
     upload = form.get("image")
-    if not isinstance(upload, UploadFile):
-        raise Problem(422, "invalid-request", "the form needs one file in the field `image`")
+    if not isinstance(upload, UploadFile) or set(form.keys()) != {"image"}:
+        raise Problem(422, "invalid-request", "the form takes one file in the field `image`, and no other field")
     return await upload.read()
 
 

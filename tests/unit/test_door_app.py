@@ -131,6 +131,8 @@ def test_image_routes_take_a_form_upload_or_base64_json_and_send_the_raw_bytes(c
     )
     assert [arrays["IMAGE"].tolist() for _, arrays, _ in client.upstream.sent] == [[data], [data]]
     assert client.post("/v1/health-code", files={"image": ("x.png", data)}).json()["color"] == "green"
+    extra = client.post("/v1/ocr", files={"image": ("x.png", data, "image/png")}, data={"note": "x"})
+    assert "no other field" in assert_problem(extra, 422, "invalid-request")["detail"], "the form's schema has no other field"
 
 
 def test_resnet_takes_base64_float32_and_sends_a_batch_of_one(client):
