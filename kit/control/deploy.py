@@ -45,7 +45,7 @@ from tritonclient.utils import InferenceServerException
 from kit.adapters.artifacts import radar_pipeline
 from kit.adapters.settings import RadarSettings
 from kit.control.canary import GoldenSet, Report, compare, golden_from_parameter
-from kit.control.configs import REPO_ROOT, RepositoryError, parameters, parse_config, render_config
+from kit.control.configs import REPO_ROOT, RepositoryError, copy_config, parameters, parse_config, render_config
 from kit.control.repository import resolved, write_version
 from kit.control.runtime import ADMIN_HEADER
 
@@ -68,7 +68,8 @@ class Outcome:
 
 
 def pinned(config: mc.ModelConfig, versions: list[int]) -> mc.ModelConfig:
-    copy = mc.ModelConfig.FromString(config.SerializeToString())
+    """`config` serving exactly `versions`."""
+    copy = copy_config(config)
     copy.version_policy.Clear()
     copy.version_policy.specific.versions.extend(sorted(versions))
     return copy
