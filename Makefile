@@ -35,8 +35,11 @@ PYTEST_ARGS ?=
 
 .PHONY: help serve test lint test-export test-serve export standins system-deps clean
 
+# Every target named in a .PHONY line, in the order they appear, with the text after its `## `.
 help: ## show this help
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+	@awk '/^\.PHONY:/ { for (i = 2; i <= NF; i++) if ($$i !~ /\$$/ && !seen[$$i]++) order[++n] = $$i } \
+		/^[A-Za-z0-9_.-]+:.*## / { split($$0, parts, ":.*## "); sub(/:.*/, "", parts[1]); text[parts[1]] = parts[2] } \
+		END { for (i = 1; i <= n; i++) printf "  make %-22s %s\n", order[i], text[order[i]] }' $(MAKEFILE_LIST)
 
 serve: $(VENV)/serve/.installed export ## export if needed, build the CPU repository, run tritonserver on 127.0.0.1:8000/8001/8002
 	$(SERVE_PY) -m kit.control.serve $(SERVE_ARGS)
@@ -48,10 +51,10 @@ lint: $(VENV)/serve/.installed ## ruff lint and format check, and the import lay
 	$(VENV)/serve/bin/ruff format --check .
 	$(VENV)/serve/bin/lint-imports
 
-test-export: $(VENV)/export/.installed
+test-export: $(VENV)/export/.installed ## the export tests, in the export venv
 	$(EXPORT_PY) -m pytest tests/export -q $(PYTEST_ARGS)
 
-test-serve: $(VENV)/serve/.installed export $(RADAR_INT8_ONNX)
+test-serve: $(VENV)/serve/.installed export $(RADAR_INT8_ONNX) ## the unit and served tests, against a real tritonserver
 	$(SERVE_PY) -m pytest tests/unit tests/served -q $(PYTEST_ARGS)
 
 export: $(RADAR_ONNX) $(OCR_ONNX) $(RESNET_COST) ## export RADAR_MODEL (default: the tiny stand-in), the PP-OCRv4 models and ResNet-50, each validated
@@ -103,7 +106,7 @@ perf-resnet: $(VENV)/serve/.installed $(RESNET_COST) ## ResNet-50 on (3, 224±50
 perf-resnet-quick: $(VENV)/serve/.installed $(RESNET_COST) ## the same four variants at 1, 8 and 32 clients, 10 s windows (~5 min) -> build/perf/results-resnet-quick/REPORT.md
 	$(SERVE_PY) -m perf sweep --spec resnet-quick --out build/perf/results-resnet-quick
 
-system-deps: ## Debian packages the embedded server and the door's browser test need (installed only when missing; needs root)
+system-deps: ## Debian packages the embedded server, the door's browser test and the deployment checks need (installed only when missing; needs root)
 	@missing=""; \
 	command -v $(PYTHON) >/dev/null || missing="$$missing python3.11 python3.11-venv"; \
 	[ -e /usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0 ] || missing="$$missing libpython3.11"; \
@@ -112,6 +115,8 @@ system-deps: ## Debian packages the embedded server and the door's browser test 
 	[ -e /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ] || missing="$$missing fonts-wqy-microhei"; \
 	[ -e /usr/lib/x86_64-linux-gnu/libb64.so.0d ] || missing="$$missing libb64-0d"; \
 	[ -e /usr/bin/chromium ] || missing="$$missing chromium"; \
+	command -v npm >/dev/null || missing="$$missing nodejs npm"; \
+	[ -e /usr/bin/promtool ] || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; apt-get update -qq && apt-get install -y -qq $$missing; fi
 
@@ -171,9 +176,22 @@ $(PERF_MODEL): $(PERF_CHECKPOINT)/config.json $(RADAR_EXPORT_CODE) | $(VENV)/exp
 	$(EXPORT_PY) -m export.radar $(PERF_EXPORT_ARGS) --out $(ARTIFACTS)/radar-large
 	echo "$(strip $(PERF_EXPORT_ARGS))" > $(ARTIFACTS)/radar-large/.source
 
-# GPU deployment (docs/GPU.md): built and checked offline here, run on a GPU host. The Triton
-# container release is pinned in docker-compose.yml (TRITON_RELEASE, 24.10 = tritonserver 2.51.0);
-# tests/unit/test_deploy_files.py keeps the Dockerfiles and deploy/k8s on the same release.
+# A new version of a served model under load (kit.control.deploy, docs/RELIABILITY.md): NAME=radar VERSION=2
+# FROM=DIR, where DIR holds the new export as artifacts/ does (DIR/radar/...); TRITON_ADMIN_KEY where the
+# server has one. Loads it beside the serving version, checks its golden set, then retires the old one.
+NAME ?= radar
+REPOSITORY ?= build/repository/cpu
+TRITON_HTTP ?= 127.0.0.1:8000
+.PHONY: deploy-model
+deploy-model: $(VENV)/serve/.installed ## load VERSION of NAME from the export in FROM into the running server, check it, then retire the old one
+	$(SERVE_PY) -m kit.control.deploy $(NAME) --version $(VERSION) --artifacts $(FROM) --repository $(REPOSITORY) --url $(TRITON_HTTP)
+
+# GPU deployment (docs/GPU.md): built and checked offline here, run on a GPU host. TRITON_RELEASE is the
+# Triton container release (24.10 = tritonserver 2.51.0, the embedded server's version), exported to
+# docker-compose.yml, whose own default is the same; tests/unit/test_deploy_files.py keeps the
+# Dockerfiles and deploy/k8s on it.
+TRITON_RELEASE ?= 24.10
+export TRITON_RELEASE
 GPU_REPOSITORY := build/repository/gpu
 # export.tensorrt runs here by default, and refuses (exit 2) without TensorRT; on a GPU host,
 # TRT_RUN="docker compose --profile tools run --rm tensorrt" runs it with the serving release's TensorRT.
@@ -199,8 +217,16 @@ tensorrt: $(VENV)/serve/.installed $(RADAR_ONNX) ## build RADAR's TensorRT engin
 deploy-deps: ## Debian's docker-compose, to validate docker-compose.yml offline (installed only when missing; needs root)
 	@command -v docker-compose >/dev/null || { echo "installing: docker-compose"; apt-get update -qq && apt-get install -y -qq docker-compose; }
 
-# tests/unit/test_deploy_files.py runs docker-compose: `make test` installs it first.
-test-serve: deploy-deps
+# The prometheus-operator CRD schemas for tests/unit/test_k8s.py, as pinned by deploy/k8s/crd-check's npm lock.
+CRD_CHECK := build/crd-check
+
+# tests/unit/test_deploy_files.py runs docker-compose, tests/unit/test_k8s.py the CRD check: `make test` installs both first.
+test-serve: deploy-deps $(CRD_CHECK)/.installed
+
+$(CRD_CHECK)/.installed: deploy/k8s/crd-check/package.json deploy/k8s/crd-check/package-lock.json deploy/k8s/crd-check/validate.mjs | system-deps
+	rm -rf $(CRD_CHECK) && mkdir -p $(CRD_CHECK) && cp deploy/k8s/crd-check/* $(CRD_CHECK)/
+	cd $(CRD_CHECK) && npm ci --no-audit --no-fund --silent
+	touch $@
 
 # Reliability (perf/RELIABILITY.md): longer runs of the peak, soak and fuzz tests that `make test`
 # runs briefly. Loopback only, bounded in count and time; each prints its figures and writes

@@ -35,6 +35,16 @@ DEFAULT_URLS = {**triton.DEFAULT_URLS, "door": "http://localhost:8080"}
 REFUSALS = (InferenceServerException, DoorError)
 
 
+def transport(
+    url: str, protocol: str, retry: RetryPolicy, api_key: str | None
+) -> tuple[DoorClient | None, RetryCounter, Endpoint | None]:
+    """The door's client (protocol "door") or Triton's endpoint, and the counter of the retries made."""
+    if protocol == "door":
+        door = DoorClient(url, api_key, retry=retry)
+        return door, door.retries, None
+    return None, RetryCounter(), Endpoint(url, protocol)
+
+
 def _arrays(response, names: list[str]) -> dict[str, np.ndarray]:
     return {name: response.as_numpy(name) for name in names}
 
@@ -45,6 +55,7 @@ class ModelClient:
     Overload errors (gRPC UNAVAILABLE, HTTP 503, server restarting) are retried under `retry` and counted in
     `retries.count`; bad input (INVALID_ARG, 400) is raised at once. `base64_json` sends Triton's plain REST JSON
     instead of tritonclient's binary tensors, BYTES inputs as base64 text, for models that decode it.
+    `api_key` is the door's X-API-Key (protocol "door"; None: $DOOR_API_KEY, if set).
     """
 
     def __init__(
@@ -57,6 +68,7 @@ class ModelClient:
         *,
         retry: RetryPolicy = RetryPolicy(),
         base64_json: bool = False,
+        api_key: str | None = None,
     ):
         if base64_json and protocol != "http":
             raise ValueError("base64 JSON is a plain HTTP/REST request: use protocol 'http'")
@@ -64,9 +76,7 @@ class ModelClient:
         self.concurrency = concurrency
         self.retry = retry
         self.base64_json = base64_json
-        self.door = DoorClient(url, retry=retry) if protocol == "door" else None
-        self.retries = self.door.retries if self.door else RetryCounter()
-        self.endpoint = None if self.door else Endpoint(url, protocol)
+        self.door, self.retries, self.endpoint = transport(url, protocol, retry, api_key)
         self.clients = None if self.door else ThreadLocalClients(self.endpoint)
 
     def infer(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -89,14 +99,29 @@ class ModelClient:
 
 
 class AsyncModelClient:
-    """asyncio client of one model for services that already run an event loop; retries and counts like ModelClient."""
+    """asyncio client of one model for services that already run an event loop; retries and counts like ModelClient.
 
-    def __init__(self, model: str, outputs: list[str], url: str, protocol: str = "grpc", *, retry: RetryPolicy = RetryPolicy()):
+    Through the door (protocol "door") each call runs the door client in a worker thread: it is the standard
+    library's HTTP, which blocks, and the same retry policy with Retry-After applies.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        outputs: list[str],
+        url: str,
+        protocol: str = "grpc",
+        *,
+        retry: RetryPolicy = RetryPolicy(),
+        api_key: str | None = None,
+    ):
         self.model, self.output_names = model, list(outputs)
-        self.endpoint = Endpoint(url, protocol)
-        self.client = self.endpoint.client(asyncio=True)
         self.retry = retry
-        self.retries = RetryCounter()
+        self.door, self.retries, self.endpoint = transport(url, protocol, retry, api_key)
+        self.client = None if self.door else self.endpoint.client(asyncio=True)
+
+    async def through_door(self, call: Callable[..., T], *args) -> T:
+        return await asyncio.to_thread(call, *args)
 
     async def infer(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         request = self.endpoint.inputs(inputs, asyncio=True)
@@ -115,10 +140,16 @@ class AsyncModelClient:
             async with limit:
                 try:
                     return await fn(item)
-                except InferenceServerException as exc:
+                except REFUSALS as exc:
                     return exc
 
         return await asyncio.gather(*(one(item) for item in items))
 
     async def close(self) -> None:
-        await self.client.close()
+        if self.client:
+            await self.client.close()
+
+
+def add_api_key(parser) -> None:
+    """The command lines' --api-key: the door's X-API-Key (protocol door)."""
+    parser.add_argument("--api-key", help="the door's X-API-Key, for --protocol door (default: $DOOR_API_KEY)")

@@ -1,6 +1,6 @@
 """The kit's models through its front door (door/, docs/DOOR.md): plain HTTP and JSON, standard library only.
 
-    client = DoorClient("http://127.0.0.1:8080", api_key=None)
+    client = DoorClient("http://127.0.0.1:8080", api_key=None)   # None: $DOOR_API_KEY, if set
     client.classify("Some text.")          # RadarResult, as clients.radar returns
     client.read(png_bytes)                 # [OcrLine], as clients.ocr returns
     client.health_code(png_bytes)          # {"color", "qr", "texts", "fields"}
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import time
 import urllib.error
 import urllib.request
@@ -27,6 +28,7 @@ from clients.results import OcrLine, RadarResult
 from clients.triton import RetryCounter, RetryPolicy
 
 RETRY_STATUSES = frozenset({429, 503})
+API_KEY_ENV = "DOOR_API_KEY"  # the key a client sends when none is given (the door's keys: $DOOR_API_KEYS)
 
 
 class DoorError(Exception):
@@ -60,7 +62,8 @@ class DoorClient:
         retry: RetryPolicy = RetryPolicy(),
         timeout: float = 120.0,
     ):
-        self.url, self.api_key, self.retry, self.timeout = url.rstrip("/"), api_key, retry, timeout
+        self.url, self.retry, self.timeout = url.rstrip("/"), retry, timeout
+        self.api_key = api_key if api_key is not None else os.environ.get(API_KEY_ENV) or None
         self.retries = RetryCounter()
 
     def classify(self, text: str) -> RadarResult:

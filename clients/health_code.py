@@ -28,7 +28,7 @@ class HealthCodeClient(ImageClient):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(parser_for(__doc__), argv)
-    client = HealthCodeClient(args.url, args.protocol, args.concurrency, args.base64)
+    client = HealthCodeClient(args.url, args.protocol, args.concurrency, args.base64, api_key=args.api_key)
     try:
         results = client.read_many([path.read_bytes() for path in args.images])
     finally:

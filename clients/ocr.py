@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from tritonclient.utils import InferenceServerException
 
-from clients.base import DEFAULT_URLS, PROTOCOLS, ModelClient
+from clients.base import DEFAULT_URLS, PROTOCOLS, ModelClient, add_api_key
 from clients.results import OcrLine
 from clients.triton import RetryPolicy
 
@@ -46,8 +46,11 @@ class ImageClient(ModelClient):
         concurrency: int = 8,
         base64_json: bool = False,
         retry: RetryPolicy = RetryPolicy(),
+        api_key: str | None = None,
     ):
-        super().__init__(self.model, self.outputs, url, protocol, concurrency, retry=retry, base64_json=base64_json)
+        super().__init__(
+            self.model, self.outputs, url, protocol, concurrency, retry=retry, base64_json=base64_json, api_key=api_key
+        )
 
     def read(self, data: bytes):
         raise NotImplementedError
@@ -98,6 +101,7 @@ def parser_for(doc: str) -> argparse.ArgumentParser:
     )
     parser.add_argument("--concurrency", type=int, default=8, help="requests in flight at once (default 8)")
     parser.add_argument("--base64", action="store_true", help="plain HTTP/REST JSON with the image as base64 text")
+    add_api_key(parser)
     return parser
 
 
@@ -113,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = parser_for(__doc__)
     parser.add_argument("--json", action="store_true", help="one JSON object per image")
     args = parse_args(parser, argv)
-    client = OcrClient(args.url, args.protocol, args.concurrency, args.base64)
+    client = OcrClient(args.url, args.protocol, args.concurrency, args.base64, api_key=args.api_key)
     try:
         results = client.read_many([path.read_bytes() for path in args.images])
     finally:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from tritonclient.utils import InferenceServerException
 
-from clients.base import DEFAULT_URLS, PROTOCOLS, AsyncModelClient, ModelClient
+from clients.base import DEFAULT_URLS, PROTOCOLS, AsyncModelClient, ModelClient, add_api_key
 from clients.results import RADAR_OUTPUTS, RadarResult
 from clients.triton import RetryPolicy
 
@@ -35,8 +35,15 @@ def text_tensor(text: str | bytes) -> dict[str, np.ndarray]:
 class RadarClient(ModelClient):
     """Thread-safe synchronous client; `classify_many` keeps `concurrency` requests in flight."""
 
-    def __init__(self, url: str, protocol: str = "grpc", concurrency: int = 8, retry: RetryPolicy = RetryPolicy()):
-        super().__init__(MODEL, OUTPUTS, url, protocol, concurrency, retry=retry)
+    def __init__(
+        self,
+        url: str,
+        protocol: str = "grpc",
+        concurrency: int = 8,
+        retry: RetryPolicy = RetryPolicy(),
+        api_key: str | None = None,
+    ):
+        super().__init__(MODEL, OUTPUTS, url, protocol, concurrency, retry=retry, api_key=api_key)
 
     def classify(self, text: str | bytes) -> RadarResult:
         if self.door:
@@ -50,10 +57,12 @@ class RadarClient(ModelClient):
 class AsyncRadarClient(AsyncModelClient):
     """asyncio client for services that already run an event loop."""
 
-    def __init__(self, url: str, protocol: str = "grpc", retry: RetryPolicy = RetryPolicy()):
-        super().__init__(MODEL, OUTPUTS, url, protocol, retry=retry)
+    def __init__(self, url: str, protocol: str = "grpc", retry: RetryPolicy = RetryPolicy(), api_key: str | None = None):
+        super().__init__(MODEL, OUTPUTS, url, protocol, retry=retry, api_key=api_key)
 
     async def classify(self, text: str | bytes) -> RadarResult:
+        if self.door:
+            return await self.through_door(self.door.classify, text.decode("utf-8") if isinstance(text, bytes) else text)
         return RadarResult.from_outputs(await self.infer(text_tensor(text)))
 
     async def classify_many(self, texts: list[str | bytes], concurrency: int = 8) -> list:
@@ -61,7 +70,7 @@ class AsyncRadarClient(AsyncModelClient):
 
 
 async def classify_async(args, texts):
-    client = AsyncRadarClient(args.url, args.protocol)
+    client = AsyncRadarClient(args.url, args.protocol, api_key=args.api_key)
     try:
         return await client.classify_many(texts, args.concurrency)
     finally:
@@ -97,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         "--url", help="host:port for grpc (default localhost:8001) and http (localhost:8000); the door's URL for door"
     )
     parser.add_argument("--concurrency", type=int, default=8, help="requests in flight at once (default 8)")
+    add_api_key(parser)
     parser.add_argument("--asyncio", action="store_true", help="use the asyncio client instead of threads")
     parser.add_argument("--json", action="store_true", help="one JSON object per file")
     args = parser.parse_args(argv)
@@ -105,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.asyncio:
         results = asyncio.run(classify_async(args, texts))
     else:
-        client = RadarClient(args.url, args.protocol, args.concurrency)
+        client = RadarClient(args.url, args.protocol, args.concurrency, api_key=args.api_key)
         try:
             results = client.classify_many(texts)
         finally:

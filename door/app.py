@@ -19,15 +19,17 @@ from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.middleware.cors import CORSMiddleware
 
-from door.canary import Canary, check
+from door.canary import MODEL, Canary, check
 from door.contract import Contract
 from door.health import readiness
 from door.intake import Intake
 from door.observe import Metrics, Observe
+from door.openapi import problems_in_their_media_type
 from door.problems import HANDLERS
 from door.routes import Routes
 from door.settings import DoorSettings
 from door.upstream import Upstream
+from kit.control.canary import Report
 
 STATIC = Path(__file__).resolve().parent / "static"
 DEFAULT_CAP = 64 * 1024  # a body on any route that does not read one
@@ -43,8 +45,18 @@ def create_app(contract: Contract, settings: DoorSettings, upstream: Upstream | 
     metrics = Metrics(upstream.flows)
     canary = None
     if contract.canary is not None:
-        golden = contract.canary
-        canary = Canary(golden, lambda: check(upstream, golden), settings.canary_interval, metrics.registry)
+
+        async def check_served() -> Report:
+            """The golden set the served radar carries now, through it; a new version brings its own."""
+            canary.golden = await upstream.golden_set(MODEL) or canary.golden
+            report = await check(upstream, canary.golden)
+            canary.version = upstream.versions.get(MODEL)
+            return report
+
+        def changed() -> bool:
+            return upstream.versions.get(MODEL, canary.version) != canary.version
+
+        canary = Canary(contract.canary, check_served, settings.canary_interval, metrics.registry, changed)
 
     @asynccontextmanager
     async def lifespan(_):
@@ -75,12 +87,19 @@ def create_app(contract: Contract, settings: DoorSettings, upstream: Upstream | 
     app.include_router(routes.router)
     app.state.upstream = upstream
 
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            app.openapi_schema = problems_in_their_media_type(FastAPI.openapi(app))
+        return app.openapi_schema
+
+    app.openapi = openapi
+
     @app.get("/health/live", tags=["health"])
     async def live() -> dict:
         """The door's process answers (says nothing of Triton)."""
         return {"live": True}
 
-    @app.get("/health/ready", tags=["health"])
+    @app.get("/health/ready", tags=["health"], responses={503: {"description": "not ready: the answer says what is not"}})
     async def ready() -> JSONResponse:
         """200 when Triton and every routed model are ready, no Python stub has died and the canary passed; else 503."""
         answer = await readiness(upstream, canary)

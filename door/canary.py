@@ -47,11 +47,21 @@ def json_number(value: float) -> float | str:
 class Canary:
     """`check` runs the golden set once through the served model (`check` above, in the app)."""
 
-    def __init__(self, golden: GoldenSet, check: Callable[[], Awaitable[Report]], interval: float, registry: CollectorRegistry):
-        self.golden, self.check, self.interval = golden, check, interval
+    def __init__(
+        self,
+        golden: GoldenSet,
+        check: Callable[[], Awaitable[Report]],
+        interval: float,
+        registry: CollectorRegistry,
+        changed: Callable[[], bool] = lambda: False,
+    ):
+        """`changed`: whether the served model is no longer the version the last run checked, which
+        calls for a run at once (a new version loaded under load, kit.control.deploy)."""
+        self.golden, self.check, self.interval, self.changed = golden, check, interval, changed
         self.report: Report | None = None  # the last run that completed
         self.checked_at: float | None = None
         self.error: str | None = None  # why the last run could not complete, if it could not
+        self.version: str | None = None  # the served version the last verdict is about
         self.runs = Counter(
             "door_canary_runs", "Canary runs, by result: ok, drift or error (no verdict)", ["result"], registry=registry
         )
@@ -88,10 +98,14 @@ class Canary:
             )
 
     async def watch(self) -> None:
-        """Run at every interval after the first run (which the app awaits before it serves)."""
+        """Run at every interval after the first run (which the app awaits before it serves), within
+        seconds while there is no verdict, and as soon as the served version changed."""
+        last = time.monotonic()
         while True:
-            await asyncio.sleep(self.interval if self.report else min(self.interval, FIRST_RETRY))
-            await self.run()
+            await asyncio.sleep(min(self.interval, FIRST_RETRY))
+            if self.report is None or self.changed() or time.monotonic() - last >= self.interval:
+                last = time.monotonic()
+                await self.run()
 
     def status(self) -> dict:
         report = self.report
@@ -99,6 +113,7 @@ class Canary:
             "ok": self.ok,
             "max_drift": json_number(report.max_drift) if report else None,
             "tolerance": self.golden.tolerance,
+            "version": self.version,
             "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.checked_at)) if self.checked_at else None,
             "worst_text": report.worst_text if report else None,
             "error": self.error,

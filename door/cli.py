@@ -1,7 +1,11 @@
 """Run the front door in front of a running Triton.
 
     python -m door [--triton 127.0.0.1:8001] [--host 127.0.0.1] [--port 8080] [--cors-origin URL ...]
-                   [--canary-interval 300]
+                   [--canary-interval 300] [--triton-timeout 120] [--rate-window 10] [--max-retry-after 30] ...
+
+Every option can also be set by an environment variable, named in its help (`--triton-timeout` is
+$DOOR_TRITON_TIMEOUT); a flag wins over the variable, the variable over the default. A container or
+pod sets the door up by its environment alone.
 
 Waits for Triton to be ready, reads the served configs (door.contract), then serves on uvicorn with
 the httptools parser (a chunked body of a million tiny chunks is parsed in C, not in Python on the
@@ -14,6 +18,7 @@ door runs it through Triton before it serves and every --canary-interval seconds
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -22,54 +27,70 @@ import uvicorn
 
 from door.app import create_app
 from door.contract import ContractError, contract_from_configs, served_configs
-from door.settings import DoorSettings, SettingsError, api_keys
+from door.settings import DoorSettings, SettingsError, api_keys, flag_env, parse_bool
 
 log = logging.getLogger("door")
 
+# The door's own options beside DoorSettings' fields: how it listens and starts.
+PROCESS_OPTIONS = {
+    "host": (str, "127.0.0.1", "address to listen on (default: loopback only)"),
+    "port": (int, 8080, "port to listen on"),
+    "wait": (float, 3600.0, "seconds to wait for Triton to be ready at start"),
+    "log_level": (str, "info", "uvicorn's and the door's log level"),
+    "no_api_keys": (parse_bool, False, "serve inference without keys, even beyond loopback"),
+}
 
-def parse_args(argv):
-    defaults = DoorSettings()
+
+def add_option(parser, environ, name: str, kind, default, help_text: str, repeatable: bool = False) -> None:
+    flag, env = flag_env(name)
+    default = list(default) if repeatable else default
+    if kind is parse_bool:
+        shape = {"nargs": "?", "const": True}  # `--no-api-keys` alone, or with a value
+    elif repeatable:
+        shape = {"action": "extend"}  # each use adds to the list
+    else:
+        shape = {}
+    if env in environ:
+        try:
+            default = kind(environ[env])
+        except ValueError as exc:
+            parser.error(f"${env}: {exc}")
+    parser.add_argument(flag, type=kind, default=default, help=f"{help_text} (${env}; default {default!r})", **shape)
+
+
+def parse_args(argv, environ=os.environ):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--triton", default=defaults.triton, help="Triton's gRPC address (host:port)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
-    parser.add_argument("--port", type=int, default=8080)
-    parser.add_argument("--no-api-keys", action="store_true", help="serve inference without keys, even beyond loopback")
-    parser.add_argument("--cors-origin", action="append", default=[], help="an origin allowed to call from a browser (repeat)")
-    parser.add_argument("--max-texts", type=int, default=defaults.max_texts, help="texts per RADAR call")
-    parser.add_argument("--body-timeout", type=float, default=defaults.body_timeout, help="seconds for a body to arrive")
-    parser.add_argument(
-        "--canary-interval",
-        type=float,
-        default=defaults.canary_interval,
-        help="seconds between runs of the served-numerics canary (also run at start)",
-    )
-    parser.add_argument("--wait", type=float, default=3600.0, help="seconds to wait for Triton to be ready at start")
-    parser.add_argument("--log-level", default="info")
+    for name, (kind, default, help_text) in PROCESS_OPTIONS.items():
+        add_option(parser, environ, name, kind, default, help_text)
+    for field in dataclasses.fields(DoorSettings):
+        if field.name in DoorSettings.FROM_ENVIRONMENT:
+            continue
+        meta = field.metadata
+        add_option(parser, environ, field.name, meta["parse"], field.default, meta["help"], meta["repeatable"])
     return parser.parse_args(argv)
+
+
+def settings_from(args, environ=os.environ) -> DoorSettings:
+    keys = api_keys(args.host, environ, disabled=args.no_api_keys)
+    values = {field.name: getattr(args, field.name) for field in dataclasses.fields(DoorSettings) if hasattr(args, field.name)}
+    values["cors_origins"] = tuple(values["cors_origins"])
+    return DoorSettings(api_keys=keys, **values)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
     try:
-        keys = api_keys(args.host, os.environ, disabled=args.no_api_keys)
-        settings = DoorSettings(
-            triton=args.triton,
-            api_keys=keys,
-            cors_origins=tuple(args.cors_origin),
-            max_texts=args.max_texts,
-            body_timeout=args.body_timeout,
-            canary_interval=args.canary_interval,
-        )
-        contract = contract_from_configs(served_configs(args.triton, args.wait))
+        settings = settings_from(args)
+        contract = contract_from_configs(served_configs(settings.triton, args.wait))
     except (SettingsError, ContractError) as exc:
         print(f"door: error: {exc}", file=sys.stderr)
         return 2
     log.info(
         "serving %s from Triton at %s; API keys %s",
         ", ".join(contract.models) or "no model",
-        args.triton,
-        "on" if keys else "off",
+        settings.triton,
+        "on" if settings.api_keys else "off",
     )
     uvicorn.run(
         create_app(contract, settings),

@@ -11,13 +11,14 @@ import warnings
 from PIL import Image, UnidentifiedImageError
 
 from door.problems import Problem
+from door.schemas import base64_cap
 from kit.pipelines.errors import InputError
 from kit.pipelines.ocr.image import FORMATS, decode_base64
 
 
 def from_base64(text: str, max_bytes: int) -> bytes:
     """The image in base64 text (standard or URL-safe, a data: URL allowed)."""
-    if len(text) > max_bytes * 4 // 3 + 4096:
+    if len(text) > base64_cap(max_bytes):
         raise Problem(
             413, "image-too-large", f"the image's base64 text is {len(text)} characters; the image may be {max_bytes} bytes"
         )

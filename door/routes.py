@@ -20,6 +20,7 @@ from starlette.datastructures import UploadFile
 
 from door import images, schemas
 from door.contract import Contract
+from door.openapi import problem_responses
 from door.problems import Problem, invalid
 from door.settings import DoorSettings
 from door.upstream import Upstream
@@ -28,8 +29,8 @@ JSON = "application/json"
 FORM = "multipart/form-data"
 ENVELOPE = 64 * 1024  # room in a body for JSON keys, form headers and boundaries
 JSON_ESCAPE = 6  # a JSON string may spell each byte of its text as \u00XX
-API_KEY = APIKeyHeader(name="X-API-Key", auto_error=False, description="needed when the door was given keys")
-PROBLEMS = {status: {"model": schemas.ProblemBody} for status in (400, 401, 408, 413, 415, 422, 429, 503)}
+API_KEY = APIKeyHeader(name="X-API-Key", auto_error=False, description="the door's keys ($DOOR_API_KEYS)")
+IMAGE_TYPES = "image/png, image/jpeg, image/bmp, image/webp"
 
 
 def media_type(request: Request) -> str:
@@ -57,7 +58,14 @@ class Routes:
     def __init__(self, contract: Contract, settings: DoorSettings, upstream: Upstream):
         self.contract, self.settings, self.upstream = contract, settings, upstream
         self.caps: dict[str, int] = {}
-        self.router = APIRouter(prefix="/v1", dependencies=[Depends(self.require_key)], responses=PROBLEMS, tags=["inference"])
+        # The key and its 401 are in the document only where the door has keys: a door without any takes no key.
+        with_keys = bool(settings.api_keys)
+        self.router = APIRouter(
+            prefix="/v1",
+            dependencies=[Depends(self.require_key)] if with_keys else [],
+            responses=problem_responses(with_keys),
+            tags=["inference"],
+        )
         if "radar" in contract:
             self.add_radar()
         for model, path in (("ocr", "/v1/ocr"), ("health_code", "/v1/health-code")):
@@ -115,7 +123,15 @@ class Routes:
         max_bytes, max_pixels = settings.max_image_bytes, settings.max_pixels
         schema = schemas.image_request(max_bytes, max_pixels)
         self.caps[path] = math.ceil(max_bytes * 4 / 3) + ENVELOPE
-        form = {"type": "object", "properties": {"image": {"type": "string", "format": "binary"}}, "required": ["image"]}
+        form = {
+            "schema": {
+                "type": "object",
+                "properties": {"image": {"type": "string", "format": "binary"}},
+                "required": ["image"],
+                "additionalProperties": False,
+            },
+            "encoding": {"image": {"contentType": IMAGE_TYPES}},
+        }
         answer = ocr_result if model == "ocr" else health_code_result
 
         async def image_route(request: Request):
@@ -139,7 +155,7 @@ class Routes:
             image_route,
             methods=["POST"],
             response_model=schemas.OcrResult if model == "ocr" else schemas.HealthCodeResult,
-            openapi_extra=request_body({**json_body(schema), FORM: {"schema": form}}),
+            openapi_extra=request_body({**json_body(schema), FORM: form}),
         )
 
     def add_resnet(self) -> None:
@@ -152,9 +168,7 @@ class Routes:
         async def resnet50(request: Request) -> schemas.ResnetResult:
             """Class probabilities of one normalised image of any size."""
             body = parse(schema, await self.body(request, JSON))
-            got, height, width = body.shape
-            if got != channels:
-                raise Problem(422, "invalid-request", f"shape[0] is {got}; the model takes {channels} channels")
+            _, height, width = body.shape
             if height * width > max_pixels:
                 raise Problem(
                     413,
@@ -180,8 +194,8 @@ class Routes:
 async def uploaded(request: Request) -> bytes:
     form = await request.form(max_files=1, max_fields=8)
     upload = form.get("image")
-    if not isinstance(upload, UploadFile):
-        raise Problem(422, "invalid-request", "the form needs one file in the field `image`")
+    if not isinstance(upload, UploadFile) or set(form.keys()) != {"image"}:
+        raise Problem(422, "invalid-request", "the form takes one file in the field `image`, and no other field")
     return await upload.read()
 
 

@@ -7,9 +7,14 @@ limits this door enforces. Field names are the models' tensor names in lower cas
 
 from __future__ import annotations
 
-from typing import Annotated
+import math
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+# The OpenAPI format of an image's base64 text in a JSON body: a client or fuzzer that knows it makes
+# real images (tests/served/test_door_schema.py); to any other it is base64 text.
+IMAGE_FORMAT = "image-base64"
 
 
 def utf8(text: str) -> str:
@@ -28,17 +33,55 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def whitespace() -> str:
+    """Every character Python's str.isspace() calls whitespace: the model refuses a text made only of
+    these (kit.pipelines.text.radar), so the schema's pattern names them one by one, the same in every
+    regex dialect (JSON Schema's ECMA-262 `\\s` is another set)."""
+    return "".join(c for c in map(chr, range(0x3001)) if c.isspace())
+
+
+NOT_BLANK = f"[^{whitespace()}]"
+
+
+def not_blank(text: str) -> str:
+    if not text.strip():
+        raise ValueError("the text is empty or only whitespace: there is nothing to classify")
+    return text
+
+
+def one_of_text_or_texts(schema: dict) -> None:
+    """`text` or `texts`, exactly one; neither has a default to show (null is not one of their values)."""
+    schema["oneOf"] = [{"required": ["text"]}, {"required": ["texts"]}]
+    for field in schema["properties"].values():
+        field.pop("default", None)
+
+
+def text_type(max_text_bytes: int):
+    """A text the model takes: not blank, valid Unicode, at most `max_text_bytes` of UTF-8 (the schema
+    can count characters only: a character is at least one byte, the route counts the bytes)."""
+    return Annotated[
+        str,
+        Field(
+            min_length=1,
+            # Stated, not enforced here: the route counts the bytes and answers 413 text-too-large.
+            json_schema_extra={"pattern": NOT_BLANK, "maxLength": max_text_bytes},
+            description=f"at most {max_text_bytes} bytes of UTF-8, not only whitespace",
+        ),
+        AfterValidator(utf8),
+        AfterValidator(not_blank),
+    ]
+
+
 def radar_request(max_text_bytes: int, max_texts: int) -> type[BaseModel]:
+    Item = text_type(max_text_bytes)  # noqa: N806 (a type)
+
     class RadarRequest(Strict):
         """One text (`text`) or several (`texts`), never both."""
 
-        text: Text | None = Field(None, description=f"one text, at most {max_text_bytes} bytes of UTF-8")
-        texts: list[Text] | None = Field(
-            None,
-            min_length=1,
-            max_length=max_texts,
-            description=f"1 to {max_texts} texts, each at most {max_text_bytes} bytes of UTF-8",
-        )
+        model_config = ConfigDict(json_schema_extra=one_of_text_or_texts)
+
+        text: Item = Field(None, description="one text")
+        texts: list[Item] = Field(None, min_length=1, max_length=max_texts, description=f"1 to {max_texts} texts")
 
         @model_validator(mode="after")
         def one_of(self):
@@ -49,25 +92,49 @@ def radar_request(max_text_bytes: int, max_texts: int) -> type[BaseModel]:
     return RadarRequest
 
 
+def base64_cap(max_bytes: int) -> int:
+    """Characters of base64 text the door reads for an image of at most `max_bytes` (room for a data:
+    URL's prefix and line breaks)."""
+    return max_bytes * 4 // 3 + 4096
+
+
 def image_request(max_image_bytes: int, max_pixels: int) -> type[BaseModel]:
     class ImageRequest(Strict):
         image: str = Field(
-            description=f"the encoded image (JPEG, PNG, BMP or WebP) as base64 text, or a data: URL; "
-            f"at most {max_image_bytes} bytes and {max_pixels} pixels"
+            min_length=1,
+            json_schema_extra={
+                "maxLength": base64_cap(max_image_bytes),
+                "format": IMAGE_FORMAT,
+                "contentEncoding": "base64",
+                "contentMediaType": "image/*",
+            },
+            description=f"an encoded image (JPEG, PNG, BMP or WebP) as base64 text (standard or URL-safe, padded "
+            f"or not) or a data: URL; at most {max_image_bytes} bytes and {max_pixels} pixels",
         )
 
     return ImageRequest
 
 
+def float32_base64_length(values: int) -> int:
+    return 4 * math.ceil(4 * values / 3)
+
+
 def resnet_request(channels: int, max_pixels: int) -> type[BaseModel]:
+    Side = Annotated[int, Field(ge=1, le=max_pixels)]  # noqa: N806 (a type)
+
     class ResnetRequest(Strict):
         """A normalised image as raw float32: base64 of little-endian bytes in C order, not a JSON list of
         numbers, which would be about three times larger, slower to parse and not exact."""
 
-        shape: list[Annotated[int, Field(ge=1)]] = Field(
-            min_length=3, max_length=3, description=f"[{channels}, height, width]; height x width at most {max_pixels}"
+        shape: tuple[Literal[channels], Side, Side] = Field(  # type: ignore[valid-type]
+            description=f"[{channels}, height, width]; height x width at most {max_pixels}"
         )
-        data: str = Field(description="base64 of the float32 little-endian values, C order (channel, row, column)")
+        data: str = Field(
+            min_length=float32_base64_length(channels),
+            json_schema_extra={"contentEncoding": "base64"},
+            description="base64 of the float32 little-endian values, C order (channel, row, column): exactly "
+            f"4 x {channels} x height x width bytes",
+        )
 
     return ResnetRequest
 
@@ -116,11 +183,17 @@ class ResnetResult(BaseModel):
     top: list[ClassScore] = Field(description="the five most probable classes, most probable first")
 
 
+class ProblemPlace(BaseModel):
+    loc: list[str] = Field(description="where in the body, as a path of keys and indices")
+    msg: str
+
+
 class ProblemBody(BaseModel):
     """RFC 9457 problem details (application/problem+json)."""
 
-    type: str
+    type: str = Field(description="urn:triton-kit:problem:<kind> (docs/DOOR.md lists the kinds), or about:blank")
     title: str
     status: int
     detail: str
-    request_id: str | None = None
+    request_id: str | None = Field(None, description="the request's X-Request-ID")
+    errors: list[ProblemPlace] | None = Field(None, description="each schema error's place (invalid-request only)")

@@ -1,16 +1,19 @@
 """The door's own settings: where Triton is, who may call, how long a body may take to arrive.
 
-The models' limits are not here: they come from the configs Triton serves (door.contract).
+Each is a flag of `python -m door` and an environment variable (`triton_timeout` is
+`--triton-timeout` and $DOOR_TRITON_TIMEOUT; door.cli). The models' limits are not here: they come
+from the configs Triton serves (door.contract).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kit.control.runtime import is_loopback
 
+ENV_PREFIX = "DOOR_"
 API_KEYS_ENV = "DOOR_API_KEYS"
 API_KEYS_FILE_ENV = "DOOR_API_KEYS_FILE"
 
@@ -19,28 +22,61 @@ class SettingsError(ValueError):
     """The door cannot start with these settings; the message says what to change."""
 
 
+def flag_env(name: str) -> tuple[str, str]:
+    """A setting's flag and environment variable: `max_texts` -> `--max-texts`, `DOOR_MAX_TEXTS`."""
+    return f"--{name.replace('_', '-')}", f"{ENV_PREFIX}{name.upper()}"
+
+
+def parse_bool(text: str | bool) -> bool:
+    if isinstance(text, bool):
+        return text
+    if text.strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.strip().lower() in ("", "0", "false", "no", "off"):
+        return False
+    raise ValueError(f"not a yes or no: {text!r}")
+
+
+def parse_origins(text: str) -> list[str]:
+    """Comma-separated origins (the environment's form, and a flag's)."""
+    return [origin.strip() for origin in text.split(",") if origin.strip()]
+
+
+def setting(default, parse: Callable, help_text: str, repeatable: bool = False):
+    """A field with what door.cli needs to make it a flag: its parser, its help, and whether the flag
+    may be repeated (each use adds to the list)."""
+    return field(default=default, metadata={"parse": parse, "help": help_text, "repeatable": repeatable})
+
+
 @dataclass(frozen=True)
 class DoorSettings:
-    """`max_texts`: texts per RADAR call. `body_timeout`: seconds for a whole body to arrive (a slow drip
-    holds nothing longer). `triton_timeout`: seconds for Triton's answer. `rate_window`, `max_retry_after`:
-    how Retry-After is measured and capped (door.flow); `unavailable_retry_after`: the one sent while
-    Triton is unreachable or restarting (a supervised restart takes seconds). `canary_interval`: seconds
-    between runs of the served-numerics canary (door.canary)."""
+    """What the door needs besides the served configs; each field's help says what it does.
+    `rate_window` and `max_retry_after` shape Retry-After (door.flow)."""
 
-    triton: str = "127.0.0.1:8001"
+    FROM_ENVIRONMENT = frozenset({"api_keys"})  # read by api_keys() below, from their own variables
+
+    triton: str = setting("127.0.0.1:8001", str, "Triton's gRPC address (host:port)")
     api_keys: frozenset[str] = frozenset()
-    cors_origins: tuple[str, ...] = ()
-    max_texts: int = 64
-    body_timeout: float = 30.0
-    triton_timeout: float = 120.0
-    rate_window: float = 10.0
-    max_retry_after: int = 30
-    unavailable_retry_after: int = 2
-    canary_interval: float = 300.0
+    cors_origins: tuple[str, ...] = setting(
+        (), parse_origins, "origins allowed to call from a browser: comma-separated, or the flag repeated", repeatable=True
+    )
+    max_texts: int = setting(64, int, "texts per RADAR call")
+    body_timeout: float = setting(30.0, float, "seconds for a whole body to arrive (a slow drip holds nothing longer)")
+    triton_timeout: float = setting(120.0, float, "seconds for Triton's answer to one request")
+    rate_window: float = setting(10.0, float, "seconds over which a model's answer rate is measured for Retry-After")
+    max_retry_after: int = setting(30, int, "the longest Retry-After the door sends, in seconds")
+    unavailable_retry_after: int = setting(2, int, "the Retry-After sent while Triton is unreachable or restarting")
+    canary_interval: float = setting(300.0, float, "seconds between runs of the served-numerics canary (also run at start)")
 
     def __post_init__(self) -> None:
-        if not self.canary_interval > 0:
-            raise SettingsError(f"the canary interval must be a positive number of seconds, not {self.canary_interval}")
+        for name in ("body_timeout", "triton_timeout", "rate_window", "canary_interval"):
+            if not getattr(self, name) > 0:
+                raise SettingsError(
+                    f"the {name.replace('_', ' ')} must be a positive number of seconds, not {getattr(self, name)}"
+                )
+        for name in ("max_texts", "max_retry_after", "unavailable_retry_after"):
+            if getattr(self, name) < 1:
+                raise SettingsError(f"the {name.replace('_', ' ')} must be at least 1, not {getattr(self, name)}")
 
 
 def api_keys(host: str, environ: Mapping[str, str], disabled: bool = False) -> frozenset[str]:

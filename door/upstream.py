@@ -11,6 +11,8 @@ from door.contract import Contract
 from door.flow import Flow
 from door.problems import Problem
 from door.settings import DoorSettings
+from kit.control.canary import GoldenSet, golden_from_parameter
+from kit.control.configs import parameters
 
 # Triton's refusals by a bounded queue (full, or waited too long), also when relayed by an entry model.
 OVERLOAD = ("maximum queue size", "timeout expired")
@@ -25,6 +27,8 @@ class Upstream:
         self.contract = contract
         self.flows = {model: Flow(settings.rate_window, settings.max_retry_after) for model in contract.models}
         self.client: grpcaio.InferenceServerClient | None = None
+        # The version of each model that answered last: a new one is loaded without a restart (kit.control.deploy).
+        self.versions: dict[str, str] = {}
 
     async def open(self) -> None:
         self.client = grpcaio.InferenceServerClient(self.settings.triton)
@@ -52,7 +56,14 @@ class Upstream:
             flow.finish(answered=not refused)
             raise self.problem(model, exc) from None
         flow.finish(answered=True)
+        self.versions[model] = result.get_response().model_version
         return {name: result.as_numpy(name) for name in served.spec.outputs}
+
+    async def golden_set(self, model: str) -> GoldenSet | None:
+        """The golden set the served config of `model` carries now (a new version brings its own)."""
+        config = (await self.client.get_model_config(model, client_timeout=PROBE_TIMEOUT)).config
+        section = parameters(config).get("canary")
+        return golden_from_parameter(section) if section else None
 
     def problem(self, model: str, exc: InferenceServerException) -> Problem:
         message = f"{model}: {exc.message() or exc}"

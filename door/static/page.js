@@ -108,6 +108,10 @@ function drawBoxes(width, height, lines) {
 }
 
 function showCard(result) {
+  if (result.color === "unknown" && result.qr === null) {
+    $("#no-code").hidden = false; // the reader found no code: say so rather than show an empty card
+    return;
+  }
   const card = $("#card");
   card.dataset.color = result.color;
   $("#card-color").textContent = result.color;
@@ -131,13 +135,17 @@ async function readImage(file) {
   picture.src = URL.createObjectURL(file);
   $("#stage").hidden = false;
   $("#card").hidden = true;
+  $("#no-code").hidden = true;
   $("#overlay").replaceChildren();
   $("#lines").replaceChildren();
-  const [ocr, code] = await Promise.allSettled([call("/v1/ocr", upload(file)), call("/v1/health-code", upload(file))]);
+  // Only a health code goes to the health-code reader: a document has no card to show.
+  const wanted = [call("/v1/ocr", upload(file))];
+  if ($("#kind-health-code").checked) wanted.push(call("/v1/health-code", upload(file)));
+  const [ocr, code] = await Promise.allSettled(wanted);
   await picture.decode().catch(() => {});
   if (ocr.status === "fulfilled") drawBoxes(picture.naturalWidth, picture.naturalHeight, ocr.value.lines);
-  if (code.status === "fulfilled") showCard(code.value);
-  const failed = [ocr, code].filter((outcome) => outcome.status === "rejected").map((outcome) => outcome.reason.message);
+  if (code?.status === "fulfilled") showCard(code.value);
+  const failed = [ocr, code].filter((outcome) => outcome?.status === "rejected").map((outcome) => outcome.reason.message);
   showError(failed.join("\n"));
 }
 

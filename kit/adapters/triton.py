@@ -38,11 +38,13 @@ def input_array(request, name: str) -> np.ndarray:
     return pb().get_input_tensor_by_name(request, name).as_numpy()
 
 
-async def infer(model: str, inputs: dict[str, np.ndarray], outputs: list[str], trace=None) -> list[np.ndarray]:
-    """One BLS request to `model` of this server; its outputs in the order asked for."""
+async def infer(model: str, inputs: dict[str, np.ndarray], outputs: list[str], trace=None, version: int = -1) -> list[np.ndarray]:
+    """One BLS request to `model` of this server (its `version`; -1: the newest loaded); its outputs in the
+    order asked for."""
     utils = pb()
     request = utils.InferenceRequest(
         model_name=model,
+        model_version=version,
         inputs=[utils.Tensor(name, value) for name, value in inputs.items()],
         requested_output_names=outputs,
         **({"trace": trace} if trace is not None else {}),

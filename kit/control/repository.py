@@ -16,6 +16,7 @@ import argparse
 import json
 import shutil
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
@@ -46,6 +47,7 @@ RUNNERS = {
 }
 # The simulated accelerator's device tables (kit.runners.simulated): the sim runner's `sim_table` names one.
 DEVICES = "devices"
+FIRST_VERSION = 1  # a build's; kit.control.deploy adds the next ones
 APPLIERS = {"cpu": apply_cpu_profile, "gpu": apply_gpu_profile, "gpu-embedded": apply_gpu_embedded_profile}
 
 
@@ -109,19 +111,38 @@ def check_settings(model: str, config: mc.ModelConfig, files: dict[str, Path]) -
 
 
 def resolved(
-    profile: str, artifacts: Path = ARTIFACTS, source: Path = SOURCE, spec: dict | None = None
+    profile: str,
+    artifacts: Path = ARTIFACTS,
+    source: Path = SOURCE,
+    spec: dict | None = None,
+    models: Iterable[str] | None = None,
 ) -> tuple[dict[str, mc.ModelConfig], dict[str, dict[str, Path]]]:
-    """The configs a build writes (profile applied, parameters derived and checked), and each model's files."""
+    """The configs a build writes (profile applied, parameters derived and checked), and each model's files;
+    of `models` only (a new version of them, kit.control.deploy), or of every model."""
     configs = profile_configs(profile, source, spec)
+    chosen = list(configs) if models is None else list(models)
     manifest = json.loads((source / "artifacts.json").read_text())
-    files = {
-        model: artifact_files(model, artifacts, manifest) | device_table(config, source) for model, config in configs.items()
-    }
-    for model, config in configs.items():
+    files = {model: artifact_files(model, artifacts, manifest) | device_table(configs[model], source) for model in chosen}
+    for model in chosen:
+        config = configs[model]
         for key, value in derived_parameters(config, configs, files[model]).items():
             set_parameter(config, key, value)
         check_settings(model, config, files[model])
-    return configs, files
+    return {model: configs[model] for model in chosen}, files
+
+
+def write_version(folder: Path, version: int, config: mc.ModelConfig, files: dict[str, Path], source: Path = SOURCE) -> None:
+    """One model's version folder: the exported files linked, its model.py copied."""
+    version_dir = folder / str(version)
+    version_dir.mkdir(parents=True)
+    for name, path in files.items():
+        (version_dir / name).symlink_to(path.resolve())
+    model_py = source / config.name / "1" / "model.py"
+    runners = [path for key, path in RUNNERS.items() if key in config.parameters]
+    if model_py.is_file():
+        shutil.copy2(model_py, version_dir / "model.py")
+    elif runners:
+        shutil.copy2(runners[0], version_dir / "model.py")
 
 
 def build(
@@ -132,16 +153,7 @@ def build(
     if out.exists():
         shutil.rmtree(out)
     for model, config in configs.items():
-        version_dir = out / model / "1"
-        version_dir.mkdir(parents=True)
-        for name, path in files[model].items():
-            (version_dir / name).symlink_to(path.resolve())
-        model_py = source / model / "1" / "model.py"
-        runners = [path for key, path in RUNNERS.items() if key in config.parameters]
-        if model_py.is_file():
-            shutil.copy2(model_py, version_dir / "model.py")
-        elif runners:
-            shutil.copy2(runners[0], version_dir / "model.py")
+        write_version(out / model, FIRST_VERSION, config, files[model], source)
         (out / model / "config.pbtxt").write_text(render_config(config))
     return configs
 

@@ -149,8 +149,11 @@ def server_command(dist: Path, options: ServerOptions) -> list[str]:
         f"--grpc-port={options.grpc_port}",
         f"--metrics-address={options.host}",
         f"--metrics-port={options.metrics_port}",
-        # Models are fixed at start: clients cannot load or unload them.
-        "--model-control-mode=none",
+        # Explicit control: every model in the repository loads at start (and again after a restart, at the
+        # versions its config.pbtxt names), and a new version can be loaded while the old one serves
+        # (kit.control.deploy). Loading is the model-repository API, an admin API: beyond loopback it needs the key.
+        "--model-control-mode=explicit",
+        "--load-model=*",
         "--strict-readiness=true",
         "--exit-on-error=true",
         f"--allow-gpu-metrics={str(options.gpu_metrics).lower()}",
@@ -211,6 +214,14 @@ class Stub:
         except psutil.NoSuchProcess:
             return False
 
+    def died(self) -> bool:
+        """A zombie: it exited and the server did not reap it, as Triton does not when a stub dies. A stub
+        that is gone altogether was reaped when its model version was unloaded, which is no death."""
+        try:
+            return self.process.status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
 
 def answers_ok(url: str, timeout: float = 2) -> bool:
     """Whether a GET of `url` answers 200: health and readiness probes of the server, the door and
@@ -247,9 +258,19 @@ class TritonServer:
         )
         self.wait_ready(timeout)
         # With --strict-readiness every model instance is up once the server is ready: these stubs are all.
-        children = psutil.Process(self.process.pid).children()
-        self.stubs = [stub for stub in map(Stub.from_process, children) if stub is not None]
+        self.stubs = self.current_stubs()
         return self
+
+    def current_stubs(self) -> list[Stub]:
+        """The server's stubs now, as models load and unload versions while it runs (kit.control.deploy),
+        and the known ones that died: a zombie's command line can no longer be read, so it is kept from before."""
+        try:
+            children = psutil.Process(self.process.pid).children()
+        except psutil.NoSuchProcess:
+            return self.stubs
+        found = [stub for stub in map(Stub.from_process, children) if stub is not None]
+        pids = {stub.process.pid for stub in found}
+        return found + [stub for stub in self.stubs if stub.process.pid not in pids and stub.died()]
 
     def is_ready(self) -> bool:
         return answers_ok(f"http://{self.options.http_url}/v2/health/ready")
@@ -257,7 +278,8 @@ class TritonServer:
     def dead_stubs(self) -> list[str]:
         """Instances whose stub process died. Triton >= 24.06 does not restart them and keeps
         reporting the server and the model ready, while requests sent to that instance fail."""
-        return [stub.instance for stub in self.stubs if not stub.alive()]
+        self.stubs = self.current_stubs()
+        return [stub.instance for stub in self.stubs if stub.died()]
 
     def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -94,3 +95,21 @@ def wait_for(condition: Callable[[], bool], timeout: float, every: float = 0.02)
             return False
         time.sleep(every)
     return True
+
+
+class Workers:
+    """Threads that work until the `with` block ends: subclasses fill `self.threads` and read `self.stop`."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.threads: list[threading.Thread] = []
+
+    def __enter__(self):
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(60)

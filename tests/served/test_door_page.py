@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from clients.door import DoorClient
-from samples.images import health_code
+from samples.images import document, health_code
 from samples.renderings import headless_chromium
 from samples.texts import sample_texts
 from tests.served.test_door_routes import running_door
@@ -59,13 +59,40 @@ def test_pasted_text_shows_the_apis_chunks_and_scores(page, tmp_path):
     assert_not_flat(tmp_path / "text.png")
 
 
-def test_dropped_image_shows_its_boxes_and_the_health_code_card(page, tmp_path):
+def drop(page, data: bytes) -> None:
+    transfer = page.evaluate_handle(DROP, base64.b64encode(data).decode())
+    page.dispatch_event("#drop", "drop", {"dataTransfer": transfer})
+
+
+def test_a_dropped_document_shows_its_boxes_and_is_not_sent_to_the_health_code_reader(page, tmp_path):
+    scan = document(83, width=640, lines=3)
+    lines = DoorClient(page.door.url).read(scan.data)
+    page.goto(page.door.url)
+    posted = []
+    page.on("request", lambda request: posted.append(request.url) if request.method == "POST" else None)
+    assert page.is_checked("#kind-document"), "a document is what the page reads by default"
+    drop(page, scan.data)
+    assert lines, "the scan has text to box"
+    page.locator("#overlay polygon").nth(len(lines) - 1).wait_for(state="attached")
+    assert page.locator("#overlay polygon").count() == len(lines)
+    page.wait_for_timeout(300)  # a second request, if one were sent, would have left by now
+    assert [url.removeprefix(page.door.url) for url in posted] == ["/v1/ocr"]
+    assert page.is_hidden("#card") and page.is_hidden("#no-code") and page.is_hidden("#error")
+    page.check("#kind-health-code")
+    drop(page, scan.data)
+    page.wait_for_selector("#no-code:not([hidden])")
+    assert page.is_hidden("#card"), "no empty card under a document"
+    assert sorted(url.removeprefix(page.door.url) for url in posted[1:]) == ["/v1/health-code", "/v1/ocr"]
+
+
+def test_dropped_health_code_shows_its_boxes_and_the_health_code_card(page, tmp_path):
     shot = health_code(82, "green")
     client = DoorClient(page.door.url)
     lines, card = client.read(shot.data), client.health_code(shot.data)
+    page.goto(page.door.url)
     assert page.is_hidden("#card") and page.is_hidden("#stage"), "nothing to show before an image is dropped"
-    transfer = page.evaluate_handle(DROP, base64.b64encode(shot.data).decode())
-    page.dispatch_event("#drop", "drop", {"dataTransfer": transfer})
+    page.check("#kind-health-code")
+    drop(page, shot.data)
     page.wait_for_selector("#card[data-color]:not([hidden])")
     page.wait_for_function(f"document.querySelectorAll('#overlay polygon').length === {len(lines)}")
     assert page.get_attribute("#card", "data-color") == card["color"] == "green"

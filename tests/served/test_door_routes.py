@@ -5,6 +5,7 @@ on a free port, as `make serve` does."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import http.client
@@ -27,7 +28,7 @@ import urllib3
 from clients.door import DoorClient, DoorError
 from clients.health_code import HealthCodeClient
 from clients.ocr import OcrClient
-from clients.radar import RadarClient
+from clients.radar import AsyncRadarClient, RadarClient
 from kit.control.runtime import free_port
 from samples.images import document, health_code
 from samples.texts import sample_texts
@@ -110,9 +111,9 @@ def door(server, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def guarded(server, tmp_path_factory):
-    """A door with API keys and a short body deadline."""
+    """A door with API keys and a short body deadline, both set by its environment alone."""
     log = tmp_path_factory.mktemp("guarded") / "door.log"
-    with running_door(server.options.grpc_url, log, "--body-timeout", "1", env={"DOOR_API_KEYS": "k1,k2"}) as running:
+    with running_door(server.options.grpc_url, log, env={"DOOR_API_KEYS": "k1,k2", "DOOR_BODY_TIMEOUT": "1"}) as running:
         yield running
 
 
@@ -221,7 +222,7 @@ def test_limits_refuse_with_a_clear_4xx_before_anything_reaches_triton(door, grp
     bomb = base64.b64encode(png_header(20000, 20000)).decode()
     assert "pixels" in assert_problem(call(door, "POST", "/v1/ocr", json={"image": bomb}), 413, "image-too-large")["detail"]
     assert_problem(call(door, "POST", "/v1/ocr", fields={"image": ("x.txt", b"plain text, no image")}), 415, "unsupported-image")
-    assert_problem(call(door, "POST", "/v1/resnet50", json={"shape": [3, 2000, 2000], "data": ""}), 413, "image-too-large")
+    assert_problem(call(door, "POST", "/v1/resnet50", json={"shape": [3, 2000, 2000], "data": "A" * 16}), 413, "image-too-large")
     assert_problem(
         call(door, "POST", "/v1/radar", body=b"text=hello", headers={"Content-Type": "text/plain"}), 415, "unsupported-media-type"
     )
@@ -275,6 +276,28 @@ def test_api_keys_are_needed_when_the_door_has_some(guarded):
     assert refused.value.status == 401
     client = DoorClient(guarded.url, api_key="k2")
     assert client.classify("A text.").chunk_spans == [(0, 7)] and client.retries.count == 0
+
+
+def test_the_model_clients_carry_the_key_sync_async_and_on_their_command_lines(guarded):
+    with pytest.raises(DoorError) as refused:
+        RadarClient(guarded.url, "door").classify("A text.")
+    assert refused.value.status == 401
+    assert RadarClient(guarded.url, "door", api_key="k1").classify("A text.").chunk_spans == [(0, 7)]
+
+    async def through_async() -> list:
+        client = AsyncRadarClient(guarded.url, "door", api_key="k2")
+        try:
+            return await client.classify_many(["A text.", "Another text."], concurrency=2)
+        finally:
+            await client.close()
+
+    assert [result.chunk_spans for result in asyncio.run(through_async())] == [[(0, 7)], [(0, 13)]]
+    command = [sys.executable, "-m", "clients.radar", "--protocol", "door", "--url", guarded.url, "--json", "/dev/stdin"]
+    for extra, env in (([], {"DOOR_API_KEY": "k1"}), (["--api-key", "k2"], {})):
+        result = subprocess.run(
+            command + extra, input="A text.", capture_output=True, text=True, cwd=REPO_ROOT, timeout=60, env={**os.environ, **env}
+        )
+        assert result.returncode == 0 and json.loads(result.stdout)["chunks"][0]["end"] == 7, result.stderr
 
 
 def test_readiness_ids_and_metrics(door):

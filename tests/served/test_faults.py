@@ -20,7 +20,7 @@ from clients.triton import NO_RETRY, RetryPolicy
 from kit.control import healthcheck
 from kit.control.runtime import Supervisor
 from samples.texts import sample_texts
-from tests.served.reliability import own_server, save_result, wait_for
+from tests.served.reliability import Workers, own_server, save_result, wait_for
 from tests.served.test_door_routes import running_door
 
 # Enough retries to ride out a restart: several seconds on 2 cores, 23 s seen while another job
@@ -41,20 +41,20 @@ def supervised(tmp_path_factory, radar_artifacts):
         thread.join()
 
 
-class Load:
+class Load(Workers):
     """Clients that classify texts in a loop (plain and retrying, gRPC and HTTP) while a readiness
     probe samples /v2/health/ready every 50 ms. Every answer is checked against direct inference."""
 
     def __init__(self, server, reference, door_url: str | None = None):
+        super().__init__()
         self.server = server
         self.reference = reference
         self.texts = sample_texts(12, 200, 900, seed=41)
-        self.stop = threading.Event()
         self.lock = threading.Lock()
         self.outcomes: Counter = Counter()
         self.errors: Counter = Counter()
         self.readiness: list[tuple[float, bool]] = []
-        self.threads = [threading.Thread(target=self.probe)]
+        self.threads.append(threading.Thread(target=self.probe))
         self.clients = []
         for protocol in ("grpc", "http"):
             url = server.options.grpc_url if protocol == "grpc" else server.options.http_url
@@ -67,15 +67,8 @@ class Load:
             self.clients.append(RadarClient(door_url, "door", retry=PATIENT))
             self.threads += [threading.Thread(target=self.work, args=(self.clients[-1], "retrying door")) for _ in range(2)]
 
-    def __enter__(self):
-        for thread in self.threads:
-            thread.start()
-        return self
-
     def __exit__(self, *exc):
-        self.stop.set()
-        for thread in self.threads:
-            thread.join()
+        super().__exit__(*exc)
         for client in self.clients:
             client.close()
 

@@ -1,6 +1,6 @@
 """With an admin key (what `make serve --host 0.0.0.0` sets), the endpoints that change or reveal
-server state need the key on both protocols, inference and health stay open, and no client can
-load or unload models even with the key (model control mode none)."""
+server state need the key on both protocols, inference and health stay open, and loading or
+unloading a model (explicit model control, kit.control.deploy) is done with the key alone."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tritonclient.utils import InferenceServerException
 
 from clients.radar import RadarClient
 from kit.control.runtime import ADMIN_HEADER, GRPC_ADMIN_HEADER
-from tests.served.reliability import own_server
+from tests.served.reliability import own_server, wait_for
 
 KEY = "test-admin-key"
 ADMIN_HTTP = [
@@ -49,10 +49,13 @@ def test_http_admin_endpoints_need_the_key(guarded, method, path):
     assert status == 403 and ADMIN_HEADER in body
     assert http_status(guarded, method, path, {ADMIN_HEADER: "wrong"})[0] == 403
     status, body = http_status(guarded, method, path, {ADMIN_HEADER: KEY})
-    if path.endswith("/unload"):  # the key opens the endpoint, model control mode none still refuses
-        assert status == 503 and "not allowed" in body
-    else:
-        assert status == 200
+    assert status == 200, body
+    if path.endswith("/unload"):  # explicit model control: with the key a model is unloaded, and loaded again
+        assert wait_for(lambda: http_status(guarded, "GET", "/v2/models/radar/ready")[0] != 200, 30)
+        load = "/v2/repository/models/radar/load"
+        assert http_status(guarded, "POST", load)[0] == 403
+        assert http_status(guarded, "POST", load, {ADMIN_HEADER: KEY})[0] == 200
+        assert http_status(guarded, "GET", "/v2/models/radar/ready")[0] == 200
 
 
 def test_grpc_admin_calls_need_the_key(guarded):
@@ -68,8 +71,12 @@ def test_grpc_admin_calls_need_the_key(guarded):
         with pytest.raises(InferenceServerException, match="restricted"):
             call()
         call(headers={GRPC_ADMIN_HEADER: KEY})
-    with pytest.raises(InferenceServerException, match="not allowed"):
-        client.unload_model("radar", headers={GRPC_ADMIN_HEADER: KEY})
+    with pytest.raises(InferenceServerException, match="restricted"):
+        client.unload_model("radar")
+    client.unload_model("radar", headers={GRPC_ADMIN_HEADER: KEY})
+    assert wait_for(lambda: not client.is_model_ready("radar"), 30)
+    client.load_model("radar", headers={GRPC_ADMIN_HEADER: KEY})
+    assert client.is_model_ready("radar")
     client.close()
 
 

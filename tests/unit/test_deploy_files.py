@@ -22,6 +22,7 @@ from deploy.triton import check_imports
 from kit.control.configs import REPO_ROOT, SOURCE
 from kit.control.gpu_profile import TRT_CACHE_ROOT, python_shm_bytes
 from kit.control.repository import profile_configs
+from tests.unit.test_k8s import by_kind, render
 
 COMPOSE = REPO_ROOT / "docker-compose.yml"
 DEPLOY = REPO_ROOT / "deploy"
@@ -39,10 +40,10 @@ def compose() -> dict:
 
 
 def k8s_objects() -> dict[str, dict]:
-    objects = {}
-    for path in sorted(K8S.glob("*.yaml")):
-        for document in yaml.safe_load_all(path.read_text()):
-            objects[document.get("kind", path.stem)] = document
+    """The GPU overlay as kubectl renders it (tests/unit/test_k8s.py), its kustomization and the adapter's values."""
+    objects = by_kind(render("gpu"))
+    objects["Kustomization"] = yaml.safe_load((K8S / "overlays" / "gpu" / "kustomization.yaml").read_text())
+    objects["prometheus-adapter-values"] = yaml.safe_load((K8S / "prometheus-adapter-values.yaml").read_text())
     return objects
 
 
@@ -79,6 +80,7 @@ def test_triton_service_reserves_gpus_mounts_the_repository_and_restarts(compose
     assert "./build/repository/gpu:/models:ro" in triton["volumes"]
     assert f"trt-cache:{TRT_CACHE_ROOT}" in triton["volumes"]
     assert "--model-repository=/models" in triton["command"]
+    assert {"--model-control-mode=explicit", "--load-model=*"} <= set(triton["command"])
     assert HEALTHCHECK_IN_IMAGE in triton["healthcheck"]["test"]
     assert triton["restart"] == "unless-stopped"
     label = compose["services"]["autoheal"]["environment"]["AUTOHEAL_CONTAINER_LABEL"]
@@ -182,7 +184,6 @@ def test_prometheus_scrapes_tritons_metrics_port_and_the_doors(compose):
 def test_kubernetes_manifests_serve_from_object_storage_with_probes_and_autoscaling():
     objects = k8s_objects()
     kustomization = objects["Kustomization"]
-    assert all((K8S / resource).is_file() for resource in kustomization["resources"])
     pod = objects["Deployment"]["spec"]["template"]["spec"]
     container = next(c for c in pod["containers"] if c["name"] == "triton")
     assert any(arg.startswith("--model-repository=s3://") for arg in container["args"])
@@ -193,6 +194,7 @@ def test_kubernetes_manifests_serve_from_object_storage_with_probes_and_autoscal
     assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
     assert container["image"].endswith(f":{TRITON_RELEASE}") and kustomization["images"][0]["newTag"] == TRITON_RELEASE
     assert {m["mountPath"] for m in container["volumeMounts"]} == {"/dev/shm", TRT_CACHE_ROOT}
+    assert container["image"] == f"triton-kit/triton:{TRITON_RELEASE}"
     hpa = objects["HorizontalPodAutoscaler"]
     assert hpa["spec"]["scaleTargetRef"]["name"] == objects["Deployment"]["metadata"]["name"]
     adapter_names = {rule["name"]["as"] for rule in objects["prometheus-adapter-values"]["rules"]["custom"]}

@@ -3,9 +3,12 @@ contract read from the configs a build writes (the same function reads Triton's 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from tritonclient.utils import InferenceServerException
 
+from door.cli import parse_args, settings_from
 from door.contract import ContractError, contract_from_configs
 from door.flow import Flow
 from door.health import stub_check
@@ -173,3 +176,19 @@ def test_readiness_looks_only_at_the_stubs_of_the_server_on_the_doors_port(tmp_p
     assert stub_check("9002", tmp_path) == ([21], True)
     assert stub_check("8001", tmp_path) == ([], True), "Triton's default port when the command line names none"
     assert stub_check("9999", tmp_path) == ([], False), "a server the door cannot see is said to be unseen"
+
+
+def test_every_door_setting_is_a_flag_and_an_environment_variable_and_the_flag_wins():
+    environ = {"DOOR_TRITON_TIMEOUT": "7.5", "DOOR_RATE_WINDOW": "4", "DOOR_MAX_RETRY_AFTER": "9", "DOOR_PORT": "9000"}
+    settings = settings_from(parse_args(["--max-retry-after", "12", "--cors-origins", "https://a.example"], environ), environ)
+    assert (settings.triton_timeout, settings.rate_window, settings.max_retry_after) == (7.5, 4.0, 12)
+    assert settings.cors_origins == ("https://a.example",)
+    assert parse_args([], environ).port == 9000
+    for field in dataclasses.fields(DoorSettings):
+        if field.name not in DoorSettings.FROM_ENVIRONMENT:
+            value = "3" if field.metadata["parse"] in (int, float) else "x.example:1"
+            given = settings_from(parse_args([], {f"DOOR_{field.name.upper()}": value}), {})
+            assert str(getattr(given, field.name)).strip("(),'") in (value, f"{value}.0"), field.name
+    with pytest.raises(SettingsError, match="triton timeout"):
+        settings_from(parse_args(["--triton-timeout", "0"], {}), {})
+    assert settings_from(parse_args([], {"DOOR_NO_API_KEYS": "yes", "DOOR_HOST": "0.0.0.0"}), {}).api_keys == frozenset()

@@ -8,6 +8,7 @@ import base64
 import dataclasses
 import io
 import json
+import re
 
 import numpy as np
 import pytest
@@ -66,6 +67,9 @@ class FakeUpstream(Upstream):
 
     async def readiness(self):
         return {"server": True, **{model: True for model in self.contract.models}}
+
+    async def golden_set(self, model):
+        return self.contract.canary
 
 
 @pytest.fixture(scope="module")
@@ -127,6 +131,8 @@ def test_image_routes_take_a_form_upload_or_base64_json_and_send_the_raw_bytes(c
     )
     assert [arrays["IMAGE"].tolist() for _, arrays, _ in client.upstream.sent] == [[data], [data]]
     assert client.post("/v1/health-code", files={"image": ("x.png", data)}).json()["color"] == "green"
+    extra = client.post("/v1/ocr", files={"image": ("x.png", data, "image/png")}, data={"note": "x"})
+    assert "no other field" in assert_problem(extra, 422, "invalid-request")["detail"], "the form's schema has no other field"
 
 
 def test_resnet_takes_base64_float32_and_sends_a_batch_of_one(client):
@@ -168,7 +174,7 @@ def test_limits_of_the_served_configs_are_enforced_before_triton(client, contrac
     assert_problem(client.post("/v1/ocr", json={"image": "not base64!"}), 400, "malformed-body")
     assert_problem(client.post("/v1/ocr", files={"file": ("x.png", png())}), 422, "invalid-request")
     side = int(contract["resnet50"].settings.max_image_pixels ** 0.5) + 1
-    assert_problem(client.post("/v1/resnet50", json={"shape": [3, side, side], "data": ""}), 413, "image-too-large")
+    assert_problem(client.post("/v1/resnet50", json={"shape": [3, side, side], "data": "A" * 16}), 413, "image-too-large")
     assert_problem(client.post("/v1/resnet50", json={"shape": [1, 4, 4], "data": ""}), 422, "invalid-request")
     assert_problem(client.post("/v1/resnet50", json={"shape": [3, 4, 4], "data": "AAAA"}), 422, "invalid-request")
     assert client.upstream.sent == []
@@ -229,12 +235,30 @@ def test_openapi_document_states_the_served_limits(client, contract):
     assert {"/v1/radar", "/v1/ocr", "/v1/health-code", "/v1/resnet50", "/health/ready"} <= set(document["paths"])
     radar = document["paths"]["/v1/radar"]["post"]
     schema = radar["requestBody"]["content"]["application/json"]["schema"]
-    assert schema["properties"]["texts"]["anyOf"][0]["maxItems"] == DoorSettings().max_texts
-    assert str(contract["radar"].settings.max_text_bytes) in schema["properties"]["text"]["description"]
-    assert set(document["paths"]["/v1/ocr"]["post"]["requestBody"]["content"]) == {"application/json", "multipart/form-data"}
-    assert {"429", "413", "422"} <= set(radar["responses"])
-    assert "APIKeyHeader" in document["components"]["securitySchemes"]
+    assert schema["properties"]["texts"]["maxItems"] == DoorSettings().max_texts
+    assert schema["properties"]["text"]["maxLength"] == contract["radar"].settings.max_text_bytes
+    assert not re.search(schema["properties"]["text"]["pattern"], " \t\u3000\x1c") and re.search(
+        schema["properties"]["text"]["pattern"], " a "
+    ), "a blank text is refused by the model, so by the schema"
+    resnet = document["paths"]["/v1/resnet50"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert resnet["properties"]["shape"]["prefixItems"][0] == {"const": contract["resnet50"].dims["INPUT"][0], "type": "integer"}
+    ocr = document["paths"]["/v1/ocr"]["post"]["requestBody"]["content"]
+    assert set(ocr) == {"application/json", "multipart/form-data"}
+    assert ocr["application/json"]["schema"]["properties"]["image"]["minLength"] == 1
+    for path in ("/v1/radar", "/v1/ocr", "/v1/health-code", "/v1/resnet50"):
+        responses = document["paths"][path]["post"]["responses"]
+        assert {"400", "413", "415", "422", "429", "503"} <= set(responses) and "401" not in responses, "a door without keys"
+        assert set(responses["429"]["content"]) == {PROBLEM} and responses["429"]["headers"]["Retry-After"]["required"]
+    assert "securitySchemes" not in document.get("components", {}), "a door without keys asks for none"
     assert client.get("/docs").status_code == 200
+
+
+def test_a_door_with_keys_documents_them_and_their_401(contract):
+    keyed, _ = door(contract, api_keys=frozenset({"k"}))
+    with keyed:
+        document = keyed.get("/openapi.json").json()
+    assert "APIKeyHeader" in document["components"]["securitySchemes"]
+    assert set(document["paths"]["/v1/radar"]["post"]["responses"]["401"]["content"]) == {PROBLEM}
 
 
 def test_the_page_and_its_files_are_served_with_a_strict_policy(client):

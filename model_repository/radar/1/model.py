@@ -15,13 +15,16 @@ class TritonPythonModel:
     def initialize(self, args):
         self.settings, version_dir = RadarSettings.from_args(args)
         self.pipeline = radar_pipeline(version_dir, self.settings)
+        # Version N of radar calls version N of its classifier, the graph exported with its tokenizer and golden
+        # set: while a new version is checked (kit.control.deploy) the old one keeps calling the old graph.
+        self.version = int(args["model_version"])
 
     async def classify(self, request):
         plan = self.pipeline.plan(decode_request_text(input_array(request, "TEXT"), self.settings.max_text_bytes))
         # The text's trace goes with its chunks, so Triton's request traces show the classifier's queue and compute.
         trace = request.trace()
         inputs = [{"input_ids": group.input_ids, "attention_mask": group.attention_mask} for group in plan.groups]
-        logits = await asyncio.gather(*(infer(self.settings.classifier, i, ["logits"], trace) for i in inputs))
+        logits = await asyncio.gather(*(infer(self.settings.classifier, i, ["logits"], trace, self.version) for i in inputs))
         result = self.pipeline.finish(plan, [value for (value,) in logits])
         return {
             "SCORE": np.array([result.score], dtype=np.float32),

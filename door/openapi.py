@@ -1,0 +1,50 @@
+"""The door's OpenAPI document, told as the routes answer: every status an inference route can return,
+its errors as RFC 9457 problems in `application/problem+json` (FastAPI would list them as plain JSON),
+Retry-After where the door sends it. The request schemas carry the served limits (door.schemas)."""
+
+from __future__ import annotations
+
+from door.problems import MEDIA_TYPE
+from door.schemas import ProblemBody
+
+RETRY_AFTER = {
+    "Retry-After": {
+        "description": "seconds to wait before trying again (docs/DOOR.md: measured per model)",
+        "required": True,
+        "schema": {"type": "integer", "minimum": 1},
+    }
+}
+# What each status means on an inference route, in the order the door checks (docs/DOOR.md#limits).
+STATUSES = {
+    400: ("the body is not JSON, form or base64 as it should be (malformed-body)", {}),
+    401: ("no valid X-API-Key, where the door has keys (missing-api-key)", {}),
+    408: ("the body did not arrive in full in time (body-timeout)", {}),
+    413: ("the body, a text or an image is over its limit (body-too-large, text-too-large, image-too-large)", {}),
+    415: ("the body's or the image's media type is not one the route reads (unsupported-media-type, unsupported-image)", {}),
+    422: ("the body does not fit the schema, or the model refused the input (invalid-request, invalid-input)", {}),
+    429: ("the model's queue is full (overloaded)", RETRY_AFTER),
+    502: ("Triton failed on this request (upstream-error)", {}),
+    503: ("Triton is unavailable or restarting (unavailable)", RETRY_AFTER),
+    504: ("Triton did not answer in time (upstream-timeout)", {}),
+}
+PROBLEM_SCHEMA = {"$ref": f"#/components/schemas/{ProblemBody.__name__}"}
+
+
+def problem_responses(with_keys: bool) -> dict[int, dict]:
+    """The problem answers of an inference route; 401 only where the door has keys."""
+    return {
+        status: {"model": ProblemBody, "description": description, **({"headers": headers} if headers else {})}
+        for status, (description, headers) in STATUSES.items()
+        if status != 401 or with_keys
+    }
+
+
+def problems_in_their_media_type(document: dict) -> dict:
+    """Every response whose schema is a problem body is served as application/problem+json."""
+    for path in document["paths"].values():
+        for operation in path.values():
+            for response in operation.get("responses", {}).values():
+                content = response.get("content", {})
+                if content.get("application/json", {}).get("schema") == PROBLEM_SCHEMA:
+                    response["content"] = {MEDIA_TYPE: content["application/json"]}
+    return document

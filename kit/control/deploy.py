@@ -1,0 +1,211 @@
+"""Load a new version of `radar` into a running server, check it, and only then retire the old one.
+
+    python -m kit.control.deploy radar --version 2 --artifacts DIR [--repository build/repository/cpu]
+                                 [--url 127.0.0.1:8000] [--profile cpu]
+
+DIR holds a new export as `make export` lays one out (DIR/radar/model.onnx, tokenizer.json, export.json
+with its golden set, ...). A version of radar is the entry model and its classifier under one number:
+radar N calls radar_classifier N (model_repository/radar/1/model.py), so the graph, the tokenizer and the
+golden set of one export always serve together. The steps, each waited for:
+
+1. version folder N of both models is written beside the serving one, from DIR (kit.control.repository);
+2. radar_classifier is loaded with versions [old, N]: the old radar still calls the old graph;
+3. the new export's golden set is run through the kit's own pipeline (its tokenizer) and radar_classifier
+   N; a score beyond the golden set's tolerance rolls back: radar_classifier [old], folder N removed;
+4. radar is loaded at version N with its new config (golden set, buckets): Triton serves the old radar
+   until the new one is ready, then lets the old one finish what it holds;
+5. the golden set through radar itself, as the door's canary runs it; beyond the tolerance rolls back
+   radar and radar_classifier to [old];
+6. radar_classifier [N] retires the old graph, and both config.pbtxt files name version N, so that a
+   restart of the server (the supervisor's) serves N.
+
+The load and index calls are Triton's model-repository API, an admin API: give the admin key
+($TRITON_ADMIN_KEY) where the server has one. Exit 0: N serves; 1: rolled back, the old version serves;
+2: nothing was changed (bad arguments, no such export).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import tritonclient.http as httpclient
+from google.protobuf import json_format
+from tritonclient.grpc import model_config_pb2 as mc
+from tritonclient.utils import InferenceServerException
+
+from kit.adapters.artifacts import radar_pipeline
+from kit.adapters.settings import RadarSettings
+from kit.control.canary import GoldenSet, Report, compare, golden_from_parameter
+from kit.control.configs import REPO_ROOT, RepositoryError, copy_config, parameters, parse_config, render_config
+from kit.control.repository import resolved, write_version
+from kit.control.runtime import ADMIN_HEADER
+
+ENTRY, CLASSIFIER = "radar", "radar_classifier"
+ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
+
+
+class DeployError(RuntimeError):
+    """The new version cannot be deployed; the message says why."""
+
+
+@dataclass
+class Outcome:
+    version: int
+    previous: int
+    deployed: bool
+    report: Report | None  # the last golden check's
+    seconds: float  # from the first load to the last step
+    step: str  # what was done last, or what failed
+
+
+def pinned(config: mc.ModelConfig, versions: list[int]) -> mc.ModelConfig:
+    """`config` serving exactly `versions`."""
+    copy = copy_config(config)
+    copy.version_policy.Clear()
+    copy.version_policy.specific.versions.extend(sorted(versions))
+    return copy
+
+
+class Repository:
+    """The served repository on disk and the server's model-repository API over HTTP."""
+
+    def __init__(self, folder: Path, url: str, admin_key: str | None, log: Callable[[str], None]):
+        self.folder, self.log = folder, log
+        self.client = httpclient.InferenceServerClient(url, network_timeout=600.0, connection_timeout=600.0)
+        self.headers = {ADMIN_HEADER: admin_key} if admin_key else None
+
+    def config_on_disk(self, model: str) -> mc.ModelConfig:
+        return parse_config((self.folder / model / "config.pbtxt").read_text())
+
+    def serving(self, model: str) -> list[int]:
+        index = self.client.get_model_repository_index(headers=self.headers)
+        return sorted(int(m["version"]) for m in index if m["name"] == model and m.get("state") == "READY")
+
+    def load(self, config: mc.ModelConfig) -> None:
+        versions = list(config.version_policy.specific.versions)
+        self.log(f"loading {config.name} {versions}")
+        self.client.load_model(config.name, headers=self.headers, config=json_format.MessageToJson(config))
+
+    def persist(self, config: mc.ModelConfig) -> None:
+        (self.folder / config.name / "config.pbtxt").write_text(render_config(config))
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def classifier_scores(repo: Repository, version: int, settings: RadarSettings, export: Path, texts) -> list[float]:
+    """Each text's AI probability through radar_classifier `version` alone, tokenised and aggregated by the
+    kit's RADAR pipeline from the new export: the check of a graph no request can reach yet."""
+    pipeline = radar_pipeline(export, settings)
+    scores = []
+    for text in texts:
+        plan = pipeline.plan(text)
+        logits = []
+        for group in plan.groups:
+            inputs = []
+            for name in ("input_ids", "attention_mask"):
+                array = getattr(group, name).astype(np.int64)
+                tensor = httpclient.InferInput(name, list(array.shape), "INT64")
+                tensor.set_data_from_numpy(array)
+                inputs.append(tensor)
+            result = repo.client.infer(CLASSIFIER, inputs, model_version=str(version))
+            logits.append(result.as_numpy("logits"))
+        scores.append(pipeline.finish(plan, logits).score)
+    return scores
+
+
+def entry_scores(repo: Repository, texts) -> list[float]:
+    """Each text's SCORE through `radar` as any client calls it (no version named)."""
+    scores = []
+    for text in texts:
+        tensor = httpclient.InferInput("TEXT", [1], "BYTES")
+        tensor.set_data_from_numpy(np.array([text.encode("utf-8")], dtype=np.object_))
+        scores.append(float(repo.client.infer(ENTRY, [tensor]).as_numpy("SCORE")[0]))
+    return scores
+
+
+def deploy(repo: Repository, version: int, artifacts: Path, profile: str = "cpu", log: Callable[[str], None] = print) -> Outcome:
+    old_entry, old_classifier = repo.config_on_disk(ENTRY), repo.config_on_disk(CLASSIFIER)
+    serving = repo.serving(ENTRY)
+    if len(serving) != 1:
+        raise DeployError(f"{ENTRY} serves versions {serving}; deploy needs exactly one")
+    previous = serving[0]
+    if version <= previous:
+        raise DeployError(f"version {version} is not newer than the serving {previous}")
+    try:
+        configs, files = resolved(profile, artifacts, models=[ENTRY, CLASSIFIER])
+    except RepositoryError as exc:
+        raise DeployError(str(exc)) from None
+    entry, classifier = configs[ENTRY], configs[CLASSIFIER]
+    settings = RadarSettings.from_parameters(parameters(entry))
+    if not settings.canary:
+        raise DeployError(f"{artifacts / ENTRY / 'export.json'} has no golden set: an unchecked version is not deployed")
+    golden: GoldenSet = golden_from_parameter(settings.canary)
+    for model in (ENTRY, CLASSIFIER):
+        if (repo.folder / model / str(version)).exists():
+            raise DeployError(f"{repo.folder / model / str(version)} exists already")
+
+    start = time.monotonic()
+    folders = [repo.folder / model / str(version) for model in (ENTRY, CLASSIFIER)]
+    for model, config in ((ENTRY, entry), (CLASSIFIER, classifier)):
+        write_version(repo.folder / model, version, config, files[model])
+
+    def roll_back(step: str, report: Report | None) -> Outcome:
+        log(f"rolling back: {step}")
+        repo.load(pinned(old_entry, [previous]))
+        repo.load(pinned(old_classifier, [previous]))
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
+        return Outcome(version, previous, False, report, time.monotonic() - start, step)
+
+    try:
+        repo.load(pinned(classifier, [previous, version]))
+        report = compare(golden, classifier_scores(repo, version, settings, folders[0], golden.texts))
+        log(f"{CLASSIFIER} {version}: max drift {report.max_drift:.3g} (tolerance {report.tolerance:.3g})")
+        if not report.ok:
+            return roll_back(f"{CLASSIFIER} {version} fails its golden set", report)
+        repo.load(pinned(entry, [version]))
+        report = compare(golden, entry_scores(repo, golden.texts))
+        log(f"{ENTRY} {version}: max drift {report.max_drift:.3g} (tolerance {report.tolerance:.3g})")
+        if not report.ok or repo.serving(ENTRY) != [version]:
+            return roll_back(f"{ENTRY} {version} fails its golden set", report)
+        repo.load(pinned(classifier, [version]))
+    except InferenceServerException as exc:
+        return roll_back(f"Triton: {exc.message() or exc}", None)
+    repo.persist(pinned(entry, [version]))
+    repo.persist(pinned(classifier, [version]))
+    return Outcome(version, previous, True, report, time.monotonic() - start, f"{ENTRY} {version} serves")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", choices=[ENTRY], help="the model to update (radar: the one with a golden set)")
+    parser.add_argument("--version", type=int, required=True, help="the new version's number, above the serving one")
+    parser.add_argument("--artifacts", type=Path, required=True, help="the folder holding the new export (DIR/radar/...)")
+    parser.add_argument("--repository", type=Path, default=REPO_ROOT / "build" / "repository" / "cpu")
+    parser.add_argument("--profile", default="cpu")
+    parser.add_argument("--url", default="127.0.0.1:8000", help="Triton's HTTP address")
+    args = parser.parse_args(argv)
+    repo = Repository(args.repository, args.url, os.environ.get(ADMIN_KEY_ENV), print)
+    try:
+        outcome = deploy(repo, args.version, args.artifacts, args.profile)
+    except DeployError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        repo.close()
+    print(json.dumps(outcome.__dict__ | {"report": outcome.report and outcome.report.max_drift}))
+    return 0 if outcome.deployed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
