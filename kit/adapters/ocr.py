@@ -1,4 +1,5 @@
-"""What the `ocr` and `health_code` models share: the OCR pipeline with its networks as BLS calls."""
+"""What the `ocr` and `health_code` models share: the OCR pipeline with its networks as BLS calls, or in the entry's
+own process (OcrModelSettings.engines)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,13 @@ class OcrReader:
     def __init__(self, settings: OcrModelSettings, version_dir):
         self.settings = settings
         self.pipeline: OcrPipeline = ocr_pipeline(version_dir / "characters.txt", settings)
-        self.engines = BlsEngines(settings.det_model, settings.cls_model, settings.rec_model)
+        if settings.engines == "in_process":
+            # onnxruntime is imported only here: the GPU container's models call the networks over BLS, without it.
+            from kit.runners.onnx import OcrEngines
+
+            self.engines = OcrEngines(version_dir, settings.intra_op_threads)
+        else:
+            self.engines = BlsEngines(settings.det_model, settings.cls_model, settings.rec_model)
 
     def image(self, request) -> np.ndarray:
         """The request's picture, BGR uint8; kit.pipelines.errors.InputError when it is unusable."""

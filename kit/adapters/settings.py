@@ -110,14 +110,29 @@ class RadarSettings(Settings):
     canary: str = ""
 
 
+OCR_ENGINES = ("bls", "in_process")
+
+
 @dataclass(frozen=True)
 class OcrModelSettings(Settings):
+    """`engines`: how the entry runs the three networks: `bls`, as requests to the det / cls / rec models of the
+    server (their batchers merge the work of concurrent images: what a GPU wants), or `in_process`, ONNX Runtime
+    sessions of `intra_op_threads` in the entry's own process, from the exports linked into its version folder
+    (no hop: on a few CPU cores, where batching buys little, each instance then works as a whole in-process
+    pipeline does)."""
+
     det_model: str
     cls_model: str
     rec_model: str
     max_image_bytes: int
     max_pixels: int
+    engines: str = "bls"
+    intra_op_threads: int = 1
     pipeline: OcrSettings = field(default_factory=OcrSettings)
+
+    def __post_init__(self) -> None:
+        if self.engines not in OCR_ENGINES:
+            raise SettingsError(f"engines {self.engines!r} is not one of {OCR_ENGINES}")
 
 
 @dataclass(frozen=True)

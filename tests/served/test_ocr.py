@@ -1,10 +1,12 @@
-"""Served `ocr` against RapidOCR's own pipeline (in its RapidOCR-exact sizing mode, on a server of the
-test's own), against the known text of generated pages (with the committed sizing), and under load."""
+"""Served `ocr` against RapidOCR's own pipeline (in its RapidOCR-exact sizing mode, its networks over BLS, on a
+server of the test's own), against the known text of generated pages (with the committed sizing and the CPU
+profile's in-process networks), and under load, where the recogniser batches crops of concurrent images."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 from rapidocr_onnxruntime import RapidOCR
 
 from clients.ocr import OcrClient
@@ -45,16 +47,23 @@ def served(server, images):
 
 
 @pytest.fixture(scope="module")
-def served_rapidocr_mode(tmp_path_factory, images):
-    """The same repository with `ocr` in RapidOCR's mode: its detector sizing, crops cut as detected."""
+def bls_server(tmp_path_factory):
+    """The same repository with `ocr` in RapidOCR's mode (its detector sizing, crops cut as detected) and its
+    networks called over BLS, as the GPU profiles call them (the CPU profile's run in the entry's process)."""
 
     def rapidocr_mode(config):
         set_parameter(config, "det_sizing", "rapidocr")
         set_parameter(config, "crop_pad", 0)
+        set_parameter(config, "engines", "bls")
 
     exact = {"ocr": rapidocr_mode}
     with own_server(tmp_path_factory.mktemp("ocr-rapidocr"), patches=exact, models=OCR_MODELS) as server:
-        yield read_all(OcrClient, server.options.grpc_url, images)
+        yield server
+
+
+@pytest.fixture(scope="module")
+def served_rapidocr_mode(bls_server, images):
+    return read_all(OcrClient, bls_server.options.grpc_url, images)
 
 
 def test_served_lines_match_rapidocr_on_every_generated_image(images, served_rapidocr_mode):
@@ -103,16 +112,18 @@ def rec_stats(grpc_client):
     return stats.inference_stats.success.count, stats.execution_count, sizes
 
 
-def test_sixteen_concurrent_images_of_different_sizes_are_answered_and_batched(server, grpc_client):
+def test_sixteen_concurrent_images_of_different_sizes_are_answered_and_batched(bls_server):
     sizes = [540, 600, 720, 960, 1080, 1200, 1440, 1600]
     images = [document(200 + i, width=w).data for i, w in enumerate(sizes)]
     images += [health_code(300 + i, ["green", "yellow", "red", None][i % 4], width=w).data for i, w in enumerate(sizes)]
-    client = OcrClient(server.options.grpc_url, "grpc", concurrency=16)
+    grpc_client = grpcclient.InferenceServerClient(bls_server.options.grpc_url)
+    client = OcrClient(bls_server.options.grpc_url, "grpc", concurrency=16)
     alone = [client.read(data) for data in images]
     requests_before, executions_before, _ = rec_stats(grpc_client)
     together = client.read_many(images)
     requests_after, executions_after, batch_sizes = rec_stats(grpc_client)
     client.close()
+    grpc_client.close()
     for one, many in zip(alone, together):
         assert not isinstance(many, Exception), many
         assert [l.text for l in many] == [l.text for l in one]
