@@ -42,9 +42,12 @@ def per_image(row: dict) -> list[str]:
     queues; the recogniser's batching."""
     t = row.get("triton") or {}
     images = t.get("ocr", {}).get("requests")
-    if not images or not all(t.get(m, {}).get("requests") for m in ("ocr_det", "ocr_rec")):
+    if not images:
         return ["-"] * 9
     ms = lambda ns: f"{ns / images / 1e6:.0f}"  # noqa: E731
+    entry = [ms(t["ocr"]["queue"]), ms(t["ocr"]["compute_infer"])]
+    if not all(t.get(m, {}).get("requests") for m in ("ocr_det", "ocr_rec")):
+        return entry + ["-"] * 7  # engines in_process: the networks run inside the entry's compute
 
     def net(m: str) -> float:
         s = t.get(m, {})
@@ -52,8 +55,7 @@ def per_image(row: dict) -> list[str]:
 
     rec = t["ocr_rec"]
     return [
-        ms(t["ocr"]["queue"]),
-        ms(t["ocr"]["compute_infer"]),
+        *entry,
         *(ms(net(m)) for m in NETWORKS),
         ms(sum(t.get(m, {}).get("queue", 0) for m in NETWORKS)),
         f"{rec['requests'] / images:.1f}",
@@ -142,7 +144,8 @@ TIME_NOTE = (
     "Triton's own counters over each run, per image (ms). Entry = the `ocr` Python model: decoding, pre- and post-processing, "
     "and waiting on its BLS calls. det / cls / rec = compute of `ocr_det`, `ocr_cls`, `ocr_rec` (each execution once, however "
     "many requests it merged); network queue = the time the image's requests waited in the three networks' queues, summed. "
-    "The networks' compute against the entry's compute shows what the entry spends on its own work and on BLS.\n"
+    "The networks' compute against the entry's compute shows what the entry spends on its own work and on BLS; with "
+    "`engines=in_process` the entry runs the networks itself, so only its two columns are filled.\n"
 )
 TIME_HEADERS = [
     "entry queue",
