@@ -168,7 +168,9 @@ def test_ocr_sweep_measures_the_kit_and_uvicorn_in_images(ocr_sweep):
         assert row["client_cpu_s"] > 0 and row["server_cpu_s"] > 0 and row["peak_rss_mb"] > 0
     kit = next(r for r in results["sweeps"] if r["family"] == "kit")
     assert set(kit["triton"]) == {"ocr", "ocr_det", "ocr_cls", "ocr_rec"}  # only the OCR models were loaded
-    assert kit["triton"]["ocr"]["requests"] >= kit["requests"] and kit["triton"]["ocr_det"]["requests"] >= kit["requests"]
+    assert kit["triton"]["ocr"]["requests"] >= kit["requests"]
+    # The CPU profile's entry runs the networks in its own process: the network models are loaded and idle.
+    assert "engines=in_process" in kit["setting"] and kit["triton"]["ocr_det"]["requests"] == 0
     assert kit["setting"].startswith("det 1x1 rec 1x1")
 
 
