@@ -41,7 +41,8 @@ STAGES = {
     "ragged_batch": lambda v: {"radar_classifier": {"ragged_batch": v}},
     "max_queue_delay_us": lambda v: {"radar_classifier": {"max_queue_delay_microseconds": v}},
     "bucket_count": lambda v: {"radar": {"parameters": {"bucket_count": str(v)}}},
-    "entry_instances": lambda v: {"radar": {"instances": v}},
+    "entry_instances": lambda v: {"radar_texts": {"instances": v}},
+    "entry_batch": lambda v: {"radar_texts": {"max_batch_size": v}},
 }
 
 

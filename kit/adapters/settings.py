@@ -110,6 +110,15 @@ class RadarSettings(Settings):
     canary: str = ""
 
 
+@dataclass(frozen=True)
+class RadarTextsSettings(RadarSettings):
+    """RADAR's settings, inherited at build time from the model `parameters_from` names (the `radar` ensemble
+    in front of it), so that the entry the clients and the door see and the model that does the work read one
+    source."""
+
+    parameters_from: str = ""
+
+
 OCR_ENGINES = ("bls", "in_process")
 
 
@@ -222,6 +231,7 @@ class SimRunnerSettings(Settings):
 
 SETTINGS: dict[str, type[Settings]] = {
     "radar": RadarSettings,
+    "radar_texts": RadarTextsSettings,
     "ocr": OcrModelSettings,
     "health_code": HealthCodeSettings,
     "resnet50": Resnet50Settings,

@@ -7,10 +7,13 @@ module stays importable (and its users testable for imports) outside one.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import numpy as np
 
 from kit.pipelines.errors import InputError
+
+T = TypeVar("T")
 
 
 def pb():
@@ -64,3 +67,47 @@ async def answer(handle: Callable[[object], Awaitable[dict[str, np.ndarray]]], r
         return error_response(str(exc), "INVALID_ARG")
     except ModelCallError as exc:
         return error_response(f"{model} failed: {exc}", "UNAVAILABLE")
+
+
+class Replies:
+    """The responses of a batch of requests that a model handles together, each sent on its own as soon as it is
+    ready (the response sender, which a model that is not decoupled may use once per request; its `execute`
+    then returns None), so that a request never waits for the others of its batch. Every request is answered
+    exactly once: bad input fails its request alone (INVALID_ARG), a refused or failed call to another model
+    the requests that needed it (UNAVAILABLE, which clients retry), and `close` answers whatever is left."""
+
+    def __init__(self, requests, model: str):
+        self.senders = [request.get_response_sender() for request in requests]
+        self.open, self.model = set(range(len(requests))), model
+
+    def checked(self, check: Callable[[object], T], requests) -> tuple[list[int], list[T]]:
+        """`check(request)` of every request (its decoded input): the ones that pass, by index; the others fail."""
+        kept, values = [], []
+        for index, request in enumerate(requests):
+            try:
+                values.append(check(request))
+                kept.append(index)
+            except InputError as exc:
+                self.fail(index, exc)
+        return kept, values
+
+    def send(self, index: int, reply) -> None:
+        if index in self.open:
+            self.open.discard(index)
+            self.senders[index].send(reply, flags=pb().TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+    def answer(self, index: int, outputs: dict[str, np.ndarray]) -> None:
+        self.send(index, response(outputs))
+
+    def fail(self, index: int, exc: Exception) -> None:
+        if isinstance(exc, InputError):
+            self.send(index, error_response(str(exc), "INVALID_ARG"))
+        elif isinstance(exc, ModelCallError):
+            self.send(index, error_response(f"{self.model} failed: {exc}", "UNAVAILABLE"))
+        else:
+            self.send(index, error_response(f"{self.model} failed: {type(exc).__name__}: {exc}", "INTERNAL"))
+
+    def close(self, exc: Exception | None = None) -> None:
+        """Whatever is still unanswered fails: with `exc`, what stopped the batch, or as a bug."""
+        for index in sorted(self.open):
+            self.fail(index, exc or RuntimeError("the request was not answered"))

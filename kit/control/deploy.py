@@ -4,20 +4,22 @@
                                  [--url 127.0.0.1:8000] [--profile cpu]
 
 DIR holds a new export as `make export` lays one out (DIR/radar/model.onnx, tokenizer.json, export.json
-with its golden set, ...). A version of radar is the entry model and its classifier under one number:
-radar N calls radar_classifier N (model_repository/radar/1/model.py), so the graph, the tokenizer and the
-golden set of one export always serve together. The steps, each waited for:
+with its golden set, ...). A version of radar is its three models under one number: the `radar` ensemble N
+runs radar_texts N (its step is pinned, kit.control.repository.pin_steps), which calls radar_classifier N
+(model_repository/radar_texts/1/model.py), so the graph, the tokenizer and the golden set of one export
+always serve together. The steps, each waited for:
 
-1. version folder N of both models is written beside the serving one, from DIR (kit.control.repository);
-2. radar_classifier is loaded with versions [old, N]: the old radar still calls the old graph;
+1. version folder N of the three models is written beside the serving one, from DIR (kit.control.repository);
+2. radar_classifier and radar_texts are loaded with versions [old, N]: the old radar still runs the old ones;
 3. the new export's golden set is run through the kit's own pipeline (its tokenizer) and radar_classifier
-   N; a score beyond the golden set's tolerance rolls back: radar_classifier [old], folder N removed;
-4. radar is loaded at version N with its new config (golden set, buckets): Triton serves the old radar
-   until the new one is ready, then lets the old one finish what it holds;
+   N, then through radar_texts N (no client reaches either yet); a score beyond the golden set's tolerance
+   rolls back: both at [old], folders N removed;
+4. radar is loaded at version N, its step on radar_texts N, with its new config (golden set, buckets):
+   Triton serves the old radar until the new one is ready, then lets the old one finish what it holds;
 5. the golden set through radar itself, as the door's canary runs it; beyond the tolerance rolls back
-   radar and radar_classifier to [old];
-6. radar_classifier [N] retires the old graph, and both config.pbtxt files name version N, so that a
-   restart of the server (the supervisor's) serves N.
+   the three models to [old];
+6. radar_texts and radar_classifier [N] retire the old version, and the three config.pbtxt files name
+   version N, so that a restart of the server (the supervisor's) serves N.
 
 The load and index calls are Triton's model-repository API, an admin API: give the admin key
 ($TRITON_ADMIN_KEY) where the server has one. Exit 0: N serves; 1: rolled back, the old version serves;
@@ -46,10 +48,11 @@ from kit.adapters.artifacts import radar_pipeline
 from kit.adapters.settings import RadarSettings
 from kit.control.canary import GoldenSet, Report, compare, golden_from_parameter
 from kit.control.configs import REPO_ROOT, RepositoryError, copy_config, parameters, parse_config, render_config
-from kit.control.repository import resolved, write_version
+from kit.control.repository import pin_steps, resolved, write_version
 from kit.control.runtime import ADMIN_HEADER
 
-ENTRY, CLASSIFIER = "radar", "radar_classifier"
+ENTRY, TEXTS, CLASSIFIER = "radar", "radar_texts", "radar_classifier"
+MODELS = (ENTRY, TEXTS, CLASSIFIER)
 ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
 
 
@@ -123,18 +126,21 @@ def classifier_scores(repo: Repository, version: int, settings: RadarSettings, e
     return scores
 
 
-def entry_scores(repo: Repository, texts) -> list[float]:
-    """Each text's SCORE through `radar` as any client calls it (no version named)."""
+def entry_scores(repo: Repository, texts, model: str = ENTRY, version: int | None = None) -> list[float]:
+    """Each text's SCORE through `radar` as any client calls it (no version named), or through `model` `version`
+    (radar_texts N, which takes a batch of texts: [1, 1])."""
     scores = []
     for text in texts:
-        tensor = httpclient.InferInput("TEXT", [1], "BYTES")
-        tensor.set_data_from_numpy(np.array([text.encode("utf-8")], dtype=np.object_))
-        scores.append(float(repo.client.infer(ENTRY, [tensor]).as_numpy("SCORE")[0]))
+        shape = [1] if version is None else [1, 1]
+        tensor = httpclient.InferInput("TEXT", shape, "BYTES")
+        tensor.set_data_from_numpy(np.array([text.encode("utf-8")], dtype=np.object_).reshape(shape))
+        result = repo.client.infer(model, [tensor], model_version="" if version is None else str(version))
+        scores.append(float(result.as_numpy("SCORE").reshape(-1)[0]))
     return scores
 
 
 def deploy(repo: Repository, version: int, artifacts: Path, profile: str = "cpu", log: Callable[[str], None] = print) -> Outcome:
-    old_entry, old_classifier = repo.config_on_disk(ENTRY), repo.config_on_disk(CLASSIFIER)
+    old = {model: repo.config_on_disk(model) for model in MODELS}
     serving = repo.serving(ENTRY)
     if len(serving) != 1:
         raise DeployError(f"{ENTRY} serves versions {serving}; deploy needs exactly one")
@@ -142,47 +148,55 @@ def deploy(repo: Repository, version: int, artifacts: Path, profile: str = "cpu"
     if version <= previous:
         raise DeployError(f"version {version} is not newer than the serving {previous}")
     try:
-        configs, files = resolved(profile, artifacts, models=[ENTRY, CLASSIFIER])
+        configs, files = resolved(profile, artifacts, models=MODELS)
     except RepositoryError as exc:
         raise DeployError(str(exc)) from None
-    entry, classifier = configs[ENTRY], configs[CLASSIFIER]
-    settings = RadarSettings.from_parameters(parameters(entry))
+    pin_steps(configs[ENTRY], version)
+    settings = RadarSettings.from_parameters(parameters(configs[ENTRY]))
     if not settings.canary:
         raise DeployError(f"{artifacts / ENTRY / 'export.json'} has no golden set: an unchecked version is not deployed")
     golden: GoldenSet = golden_from_parameter(settings.canary)
-    for model in (ENTRY, CLASSIFIER):
-        if (repo.folder / model / str(version)).exists():
-            raise DeployError(f"{repo.folder / model / str(version)} exists already")
+    folders = [repo.folder / model / str(version) for model in MODELS]
+    for folder in folders:
+        if folder.exists():
+            raise DeployError(f"{folder} exists already")
 
     start = time.monotonic()
-    folders = [repo.folder / model / str(version) for model in (ENTRY, CLASSIFIER)]
-    for model, config in ((ENTRY, entry), (CLASSIFIER, classifier)):
-        write_version(repo.folder / model, version, config, files[model])
+    for model in MODELS:
+        write_version(repo.folder / model, version, configs[model], files[model])
 
     def roll_back(step: str, report: Report | None) -> Outcome:
         log(f"rolling back: {step}")
-        repo.load(pinned(old_entry, [previous]))
-        repo.load(pinned(old_classifier, [previous]))
+        for model in MODELS:
+            repo.load(pinned(old[model], [previous]))
         for folder in folders:
             shutil.rmtree(folder, ignore_errors=True)
         return Outcome(version, previous, False, report, time.monotonic() - start, step)
 
+    def check(model: str, scores: list[float]) -> Report:
+        report = compare(golden, scores)
+        log(f"{model} {version}: max drift {report.max_drift:.3g} (tolerance {report.tolerance:.3g})")
+        return report
+
     try:
-        repo.load(pinned(classifier, [previous, version]))
-        report = compare(golden, classifier_scores(repo, version, settings, folders[0], golden.texts))
-        log(f"{CLASSIFIER} {version}: max drift {report.max_drift:.3g} (tolerance {report.tolerance:.3g})")
+        repo.load(pinned(configs[CLASSIFIER], [previous, version]))
+        report = check(CLASSIFIER, classifier_scores(repo, version, settings, repo.folder / TEXTS / str(version), golden.texts))
         if not report.ok:
             return roll_back(f"{CLASSIFIER} {version} fails its golden set", report)
-        repo.load(pinned(entry, [version]))
-        report = compare(golden, entry_scores(repo, golden.texts))
-        log(f"{ENTRY} {version}: max drift {report.max_drift:.3g} (tolerance {report.tolerance:.3g})")
+        repo.load(pinned(configs[TEXTS], [previous, version]))
+        report = check(TEXTS, entry_scores(repo, golden.texts, TEXTS, version))
+        if not report.ok:
+            return roll_back(f"{TEXTS} {version} fails its golden set", report)
+        repo.load(pinned(configs[ENTRY], [version]))
+        report = check(ENTRY, entry_scores(repo, golden.texts))
         if not report.ok or repo.serving(ENTRY) != [version]:
             return roll_back(f"{ENTRY} {version} fails its golden set", report)
-        repo.load(pinned(classifier, [version]))
+        for model in (TEXTS, CLASSIFIER):
+            repo.load(pinned(configs[model], [version]))
     except InferenceServerException as exc:
         return roll_back(f"Triton: {exc.message() or exc}", None)
-    repo.persist(pinned(entry, [version]))
-    repo.persist(pinned(classifier, [version]))
+    for model in MODELS:
+        repo.persist(pinned(configs[model], [version]))
     return Outcome(version, previous, True, report, time.monotonic() - start, f"{ENTRY} {version} serves")
 
 

@@ -2,8 +2,10 @@
 
 Four rules, each keyed by a parameter of the committed config, not by model name:
 
-- `parameters_from: MODEL`: every parameter of MODEL's config that this config does not set
-  (health_code reads text with `ocr`'s settings, from the one source).
+- `parameters_from: MODEL`: every parameter of MODEL's committed config (its profile's applied) that
+  this config does not set (health_code reads text with `ocr`'s settings, radar_texts RADAR's from
+  the `radar` ensemble, from the one source). The rules below then apply to what it inherited too,
+  from this model's own files, so the order in which models are built does not matter.
 - `bucket_count: N`: `buckets`, the N length buckets that waste the least padding on the token
   lengths the export measured (token_lengths.json in the version folder), for this config's
   `max_chars`; the export must have measured them at the same `max_chars`.
@@ -27,6 +29,7 @@ from kit.control.configs import RepositoryError, parameters
 from kit.pipelines.text.radar import length_buckets
 
 TOKEN_LENGTHS = "token_lengths.json"
+DERIVED = ("buckets", "max_batch", "canary")  # computed here for each model, never inherited
 
 
 def inherited(config: mc.ModelConfig, configs: dict[str, mc.ModelConfig]) -> dict[str, str]:
@@ -37,8 +40,7 @@ def inherited(config: mc.ModelConfig, configs: dict[str, mc.ModelConfig]) -> dic
     return {key: value for key, value in parameters(source).items() if key not in own}
 
 
-def buckets(config: mc.ModelConfig, files: dict[str, Path]) -> dict[str, str]:
-    own = parameters(config)
+def buckets(config: mc.ModelConfig, own: dict[str, str], files: dict[str, Path]) -> dict[str, str]:
     if TOKEN_LENGTHS not in files:
         raise RepositoryError(f"{config.name}: bucket_count needs the export's {TOKEN_LENGTHS} (run `make export`)")
     sample = json.loads(files[TOKEN_LENGTHS].read_text())
@@ -51,8 +53,7 @@ def buckets(config: mc.ModelConfig, files: dict[str, Path]) -> dict[str, str]:
     return {"buckets": ",".join(map(str, chosen))}
 
 
-def canary(config: mc.ModelConfig, files: dict[str, Path]) -> dict[str, str]:
-    own = parameters(config)
+def canary(config: mc.ModelConfig, own: dict[str, str], files: dict[str, Path]) -> dict[str, str]:
     name = own["canary_from"]
     if name not in files:
         raise RepositoryError(f"{config.name}: canary_from needs the export's {name} (run `make export`)")
@@ -74,17 +75,16 @@ def canary(config: mc.ModelConfig, files: dict[str, Path]) -> dict[str, str]:
 
 def derived_parameters(config: mc.ModelConfig, configs: dict[str, mc.ModelConfig], files: dict[str, Path]) -> dict[str, str]:
     """What to add to `config`'s parameters; `files`: the model's artifacts by file name."""
-    own = parameters(config)
-    derived: dict[str, str] = {}
-    if "parameters_from" in own:
-        derived.update(inherited(config, configs))
+    derived = inherited(config, configs) if "parameters_from" in parameters(config) else {}
+    own = parameters(config) | derived
+    derived = {key: value for key, value in derived.items() if key not in DERIVED}
     if "bucket_count" in own:
-        derived.update(buckets(config, files))
+        derived.update(buckets(config, own, files))
     if "classifier" in own:
         classifier = configs.get(own["classifier"])
         if classifier is None:
             raise RepositoryError(f"{config.name}: classifier {own['classifier']!r} is not in the repository")
         derived["max_batch"] = str(classifier.max_batch_size)
     if "canary_from" in own:
-        derived.update(canary(config, files))
+        derived.update(canary(config, own, files))
     return derived

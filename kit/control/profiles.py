@@ -18,6 +18,9 @@ Common settings, on every target:
                                      (a Python-backend model that batches itself: resnet50, the ONNX and
                                      PyTorch runners); false: Triton closes a batch at the first shape change
     parameters                       config parameters to set (e.g. RADAR's bucket_count)
+
+An ensemble (`radar`) has no instances and no batcher of its own: Triton's ensemble scheduler runs its
+steps on the models they name. It takes `parameters` alone, on every target (apply_ensemble).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from kit.control.configs import SOURCE, RepositoryError, set_parameter
+from kit.control.configs import SOURCE, RepositoryError, copy_config, set_parameter
 
 COMMON = frozenset(
     {
@@ -54,6 +57,15 @@ def check_keys(config: mc.ModelConfig, settings: dict, known: frozenset[str], ta
     unknown = set(settings) - known
     if unknown:
         raise RepositoryError(f"{config.name}: unknown {target} settings {sorted(unknown)} (known: {sorted(known)})")
+
+
+def apply_ensemble(config: mc.ModelConfig, settings: dict) -> mc.ModelConfig:
+    """An ensemble's only setting: its parameters (the ones its steps' models inherit, kit.control.derived)."""
+    check_keys(config, settings, frozenset({"parameters"}), "ensemble")
+    config = copy_config(config)
+    for key, value in settings.get("parameters", {}).items():
+        set_parameter(config, key, value)
+    return config
 
 
 def apply_common(config: mc.ModelConfig, settings: dict) -> None:

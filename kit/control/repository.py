@@ -36,7 +36,7 @@ from kit.control.cpu_profile import apply_cpu_profile
 from kit.control.derived import derived_parameters
 from kit.control.gpu_embedded_profile import apply_gpu_embedded_profile
 from kit.control.gpu_profile import apply_gpu_profile
-from kit.control.profiles import load_profile
+from kit.control.profiles import apply_ensemble, load_profile
 
 ADAPTERS = Path(__file__).resolve().parents[1] / "adapters"
 # The runner installed as model.py, by the parameter that names the model file it serves.
@@ -48,6 +48,7 @@ RUNNERS = {
 # The simulated accelerator's device tables (kit.runners.simulated): the sim runner's `sim_table` names one.
 DEVICES = "devices"
 FIRST_VERSION = 1  # a build's; kit.control.deploy adds the next ones
+ENSEMBLE = "ensemble"
 APPLIERS = {"cpu": apply_cpu_profile, "gpu": apply_gpu_profile, "gpu-embedded": apply_gpu_embedded_profile}
 
 
@@ -65,7 +66,24 @@ def profile_configs(profile: str, source: Path = SOURCE, spec: dict | None = Non
     unknown = set(spec["models"]) - set(models)
     if unknown:
         raise RepositoryError(f"profile {profile!r} names unknown models: {sorted(unknown)}")
-    return {m: apply(load_source_config(m, source), spec["models"].get(m, {})) for m in models}
+    configs = {}
+    for m in models:
+        config = load_source_config(m, source)
+        configs[m] = (apply_ensemble if config.platform == ENSEMBLE else apply)(config, spec["models"].get(m, {}))
+    return configs
+
+
+def pin_steps(config: mc.ModelConfig, version: int) -> None:
+    """An ensemble's steps call their models' `version`: ensemble N runs the models of version N, so that a new
+    version is checked before any client's request reaches it (kit.control.deploy)."""
+    for step in config.ensemble_scheduling.step:
+        step.model_version = version
+
+
+def check_steps(config: mc.ModelConfig, configs: dict[str, mc.ModelConfig]) -> None:
+    missing = sorted({step.model_name for step in config.ensemble_scheduling.step} - set(configs))
+    if missing:
+        raise RepositoryError(f"{config.name}: its ensemble steps name {missing}, which are not in the repository")
 
 
 def artifact_files(model: str, artifacts: Path, manifest: dict) -> dict[str, Path]:
@@ -94,20 +112,22 @@ def device_table(config: mc.ModelConfig, source: Path) -> dict[str, Path]:
 
 
 def check_settings(model: str, config: mc.ModelConfig, files: dict[str, Path]) -> None:
-    if config.backend != "python":
-        return
+    """A Python-backend model's parameters against its typed settings, and an ensemble's where it has some (the
+    door reads `radar`'s)."""
     params = parameters(config)
-    for runner in RUNNERS:  # the graph or checkpoint the profile's runner serves, whichever the export wrote
-        served = params.get(runner)
-        if served is not None and served not in files:
-            raise RepositoryError(f"{model} serves {served}, which the export did not write; run `make export`")
     kind = settings_class(model, params)
-    if kind is None:
-        raise RepositoryError(f"{model}: a Python-backend model without typed settings in kit.adapters.settings")
-    try:
-        kind.from_parameters(params)
-    except SettingsError as exc:
-        raise RepositoryError(f"{model}: {exc}") from None
+    if config.backend == "python":
+        for runner in RUNNERS:  # the graph or checkpoint the profile's runner serves, whichever the export wrote
+            served = params.get(runner)
+            if served is not None and served not in files:
+                raise RepositoryError(f"{model} serves {served}, which the export did not write; run `make export`")
+        if kind is None:
+            raise RepositoryError(f"{model}: a Python-backend model without typed settings in kit.adapters.settings")
+    if kind is not None and (config.backend == "python" or config.platform == ENSEMBLE):
+        try:
+            kind.from_parameters(params)
+        except SettingsError as exc:
+            raise RepositoryError(f"{model}: {exc}") from None
 
 
 def resolved(
@@ -128,6 +148,9 @@ def resolved(
         for key, value in derived_parameters(config, configs, files[model]).items():
             set_parameter(config, key, value)
         check_settings(model, config, files[model])
+        if config.platform == ENSEMBLE:
+            check_steps(config, configs)
+            pin_steps(config, FIRST_VERSION)
     return {model: configs[model] for model in chosen}, files
 
 

@@ -12,7 +12,8 @@ Also: `profile` and `placement` (what kit variants are built from: perf.engine.t
 the GPU over every point), `budget` (estimates for a deadline: perf.engine.budget), `goals` (the
 targets judged in the report: perf.engine.verdicts), `accuracy` (served results against the workload's
 direct reference). `extends` names a spec this one overrides key by key; a spec with a `suite` holds
-several specs (name -> spec) run one after another into subfolders, under one deadline.
+several specs (name -> spec, each may `extends` another file) run one after another into subfolders,
+under one deadline.
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ def load_spec(name_or_path: str) -> dict:
     spec = read_spec(path)
     spec.pop("path", None)
     for name, part in spec.get("suite", {}).items():
+        if "extends" in part:
+            part = spec["suite"][name] = merged(read_spec(spec_path(part.pop("extends"))), part)
+            part.pop("path", None)
         check(part, f"{path} ({name})")
         part["path"] = f"{path}#{name}"
     if "suite" not in spec:

@@ -44,9 +44,10 @@ def radar_inputs(out_dir: Path, spec_input: dict, pipeline: RadarPipeline) -> In
 
 
 def per_text(row: dict) -> list[str]:
-    """Per text: entry queue and compute, classifier queue and compute, average classifier batch, stub I/O."""
+    """Per text: entry queue and compute (radar_texts', behind the `radar` ensemble: its compute is that of the
+    execution that held the text), classifier queue and compute, average classifier batch, stub I/O."""
     t = row.get("triton") or {}
-    entry, clf = t.get("radar", {}), t.get("radar_classifier", {})
+    entry, clf = t.get("radar_texts") or t.get("radar", {}), t.get("radar_classifier", {})
     if not entry.get("requests") or not clf.get("executions"):
         return ["-"] * 6
     ms = lambda ns, n: f"{ns / n / 1e6:.0f}"  # noqa: E731
@@ -62,7 +63,7 @@ def per_text(row: dict) -> list[str]:
 
 class Radar(Workload):
     name, title = "radar", "RADAR"
-    models = ("radar", "radar_classifier")
+    models = ("radar", "radar_texts", "radar_classifier")
     entry, workers, artifacts, needs = "radar", "radar_classifier", "radar", ("export.json", "tokenizer.json")
     request, item = "text", "chunk"
     baselines = {
@@ -102,10 +103,12 @@ class Radar(Workload):
         return {"radar_classifier": {"graph": setting["graph"]}} if "graph" in setting else {}
 
     def label(self, models: dict) -> str:
-        """Classifier instances x threads, queue delay, batch cap, bucket count, entry instances, ragged batches, graph,
-        queue timeout."""
-        clf, entry = models["radar_classifier"], models["radar"]
-        buckets = entry.get("parameters", {}).get("bucket_count") or parameters(load_source_config("radar"))["bucket_count"]
+        """Classifier instances x threads, queue delay, batch cap, bucket count, entry instances x texts per execution,
+        ragged batches, graph, queue timeout."""
+        clf, entry = models["radar_classifier"], models.get("radar_texts", {})
+        radar = models.get("radar", {})
+        buckets = radar.get("parameters", {}).get("bucket_count") or parameters(load_source_config("radar"))["bucket_count"]
+        texts = entry.get("max_batch_size") or load_source_config("radar_texts").max_batch_size
         ragged = " ragged" if clf.get("ragged_batch") else ""
         cap = f" max-batch={clf['max_batch_size']}" if "max_batch_size" in clf else ""
         graph = f" graph={clf['graph']}" if "graph" in clf else ""
@@ -114,7 +117,7 @@ class Radar(Workload):
         )
         return (
             f"{clf.get('instances', 1)}x{clf.get('threads', 1)} delay={clf.get('max_queue_delay_microseconds', 'src')}us{cap} "
-            f"buckets={buckets} entry={entry.get('instances', 1)}{ragged}{graph}{timeout}"
+            f"buckets={buckets} entry={entry.get('instances', 1)}x{texts}{ragged}{graph}{timeout}"
         )
 
     def pipeline(self, spec: dict, model_dir: Path, work: Path) -> RadarPipeline:
@@ -212,8 +215,10 @@ class Radar(Workload):
 
 
 TIME_NOTE = (
-    "Triton's own counters over each run, per text request (entry = the `radar` Python model, which waits on its BLS calls; "
-    "classifier = `radar_classifier`, per execution). Stub I/O is the Python backends' input+output copying.\n"
+    "Triton's own counters over each run, per text request (entry = the Python model that holds the text while it waits on "
+    "its BLS calls: `radar_texts` behind the `radar` ensemble, or `radar` itself in runs from before that ensemble; its "
+    "compute is that of the execution the text was in; classifier = `radar_classifier`, per execution). Stub I/O is the "
+    "Python backends' input+output copying.\n"
 )
 TIME_HEADERS = [
     "entry queue ms",

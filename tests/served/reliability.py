@@ -21,7 +21,7 @@ from kit.control.repository import build
 from kit.control.runtime import ServerOptions, TritonServer
 from tests.conftest import ARTIFACTS, REPO_ROOT
 
-RADAR_MODELS = ("radar", "radar_classifier")
+RADAR_MODELS = ("radar", "radar_texts", "radar_classifier")
 RESULTS = REPO_ROOT / "build" / "reliability"
 
 

@@ -27,14 +27,14 @@ FLOOD = int(scale("DOOR_FLOOD", 40))
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory, radar_artifacts):
     root = tmp_path_factory.mktemp("door-tiny-queue")
-    patches = {"radar": tiny_queue(4, 2), "radar_classifier": tiny_queue(8, 1)}
+    patches = {"radar_texts": tiny_queue(4, 2, max_batch=1), "radar_classifier": tiny_queue(8, 1)}
     with own_server(root, patches) as server, running_door(server.options.grpc_url, root / "door.log") as door:
         yield server, door
 
 
 def test_a_full_queue_is_429_with_retry_after_and_every_answer_is_right(tiny, reference):
     _, door = tiny
-    text = sample_texts(1, 250, 290, seed=71)[0]  # one chunk: radar's queue refuses, not the classifier's
+    text = sample_texts(1, 250, 290, seed=71)[0]  # one chunk: radar_texts' queue refuses, not the classifier's
     pool = urllib3.PoolManager(maxsize=FLOOD)
 
     def one(_):

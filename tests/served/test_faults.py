@@ -85,9 +85,10 @@ class Load(Workers):
                 result = client.classify(text)
             except Exception as exc:  # every failure is recorded and judged by the test
                 message = exc.message() if hasattr(exc, "message") else repr(exc)
+                status = f"[{exc.status()}] " if hasattr(exc, "status") else ""
                 with self.lock:
                     self.outcomes[f"{kind} failed"] += 1
-                    self.errors[f"{type(exc).__name__}: {message[:90]}"] += 1
+                    self.errors[f"{type(exc).__name__}: {status}{message[:120]}"] += 1
                 self.stop.wait(0.05)  # a refused connection fails in microseconds: do not spin on 2 cores
                 continue
             expected = [self.reference(text[s:e]) for s, e in result.chunk_spans]

@@ -22,20 +22,22 @@ from tests.served.test_radar import assert_matches_reference
 OVERLOAD_STATUSES = {"StatusCode.UNAVAILABLE", "503"}
 
 
-def tiny_queue(size: int, instances: int):
+def tiny_queue(size: int, instances: int, max_batch: int | None = None):
     def change(config):
         policy = config.dynamic_batching.default_queue_policy
         policy.max_queue_size = size
         config.instance_group[0].count = instances
+        if max_batch is not None:
+            config.max_batch_size = max_batch
 
     return change
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory, radar_artifacts):
-    # The classifier's queue must hold the fan-out of the texts radar runs at once (up to 4 length
-    # buckets each here), or a text could never be answered, however often it is retried.
-    patches = {"radar": tiny_queue(4, 2), "radar_classifier": tiny_queue(8, 1)}
+    # The classifier's queue must hold the fan-out of the texts radar_texts runs at once (2 instances of one
+    # text, up to 4 length buckets each here), or a text could never be answered, however often it is retried.
+    patches = {"radar_texts": tiny_queue(4, 2, max_batch=1), "radar_classifier": tiny_queue(8, 1)}
     with own_server(tmp_path_factory.mktemp("tiny-queue"), patches) as server:
         yield server
 
@@ -93,7 +95,7 @@ def test_full_classifier_queue_is_refused_at_once_and_served_answers_are_right(t
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
 def test_full_radar_queue_is_refused_at_once_with_unavailable_or_503(tiny, protocol):
-    text = sample_texts(1, 250, 290, seed=31)[0]  # one chunk: radar's queue refuses, not the classifier's
+    text = sample_texts(1, 250, 290, seed=31)[0]  # one chunk: radar_texts' queue refuses, not the classifier's
     results = asyncio.run(flood(tiny, protocol, "radar", text_tensor(text), 40))
     refused = assert_refused_as_overload(results)
     assert any(not isinstance(r, Exception) for _, r in results)

@@ -69,14 +69,36 @@ def test_texts_of_300_and_301_characters(client, reference):
 
 def test_concurrent_requests_are_answered_right_and_batched(client, reference, grpc_client):
     texts = sample_texts(32, 100, 800, seed=5)
-    before = batch_counts(grpc_client)
+    before, texts_before = batch_counts(grpc_client), counts(grpc_client, "radar_texts")
     results = client.classify_many(texts)
     for text, result in zip(texts, results):
         assert not isinstance(result, Exception), result
         assert_matches_reference(text, result, reference)
-    after = batch_counts(grpc_client)
+    after, texts_after = batch_counts(grpc_client), counts(grpc_client, "radar_texts")
     merged = {size: after.get(size, 0) - before.get(size, 0) for size in after if size > 1}
     assert sum(merged.values()) > 0, f"no classifier batch larger than 1 formed: {after}"
+    # radar_texts took the texts several at a time: the texts in flight are not one per entry instance
+    requests, executions = (a - b for a, b in zip(texts_after, texts_before))
+    assert requests == len(texts) and executions < requests
+
+
+def test_one_chunk_texts_share_classifier_requests(client, reference, grpc_client):
+    """Texts that are one chunk each reach the classifier in shared requests, not one request per text."""
+    texts = sample_texts(48, 200, 290, seed=13)
+    before = counts(grpc_client, "radar_classifier")
+    results = client.classify_many(texts)
+    for text, result in zip(texts, results):
+        assert not isinstance(result, Exception), result
+        assert result.chunk_spans == [(0, len(text))]
+        assert_matches_reference(text, result, reference)
+    requests, _ = (a - b for a, b in zip(counts(grpc_client, "radar_classifier"), before))
+    assert requests < len(texts)
+
+
+def counts(grpc_client, model: str) -> tuple[int, int]:
+    """`model`'s requests and executions so far."""
+    stats = grpc_client.get_inference_statistics(model, as_json=True)["model_stats"][0]
+    return int(stats["inference_stats"]["success"].get("count", 0)), int(stats.get("execution_count", 0))
 
 
 def batch_counts(grpc_client) -> dict[int, int]:

@@ -154,7 +154,7 @@ def test_image_build_imports_what_every_model_py_imports_from_the_kit():
     dockerfile = (DEPLOY / "triton" / "Dockerfile").read_text()
     assert "RUN python3 /tmp/check/check_imports.py /tmp/check/model_repository" in dockerfile
     checked = check_imports.check(SOURCE)
-    assert "radar: kit.pipelines.text.radar" in checked
+    assert "radar_texts: kit.pipelines.text.radar" in checked
 
 
 def test_grafana_dashboard_parses_and_uses_the_provisioned_datasource(compose):

@@ -34,6 +34,9 @@ def test_every_config_round_trips_through_tritons_schema(configs):
 
 def test_names_tensors_max_batch_and_queue_policy_stay_the_sources(configs):
     for model, config in configs.items():
+        if config.platform == "ensemble":  # its parameters alone (kit.control.profiles.apply_ensemble)
+            assert config.ensemble_scheduling == load_source_config(model).ensemble_scheduling
+            continue
         source = load_source_config(model)
         assert (config.name, config.output, config.max_batch_size) == (source.name, source.output, source.max_batch_size)
         assert [(t.name, t.data_type, list(t.dims)) for t in config.input] == [
@@ -68,14 +71,14 @@ def test_ocr_networks_run_the_onnx_runner_on_cpu_onnx_runtime(configs, model):
 
 
 def test_entry_models_stay_on_cpu_with_their_instance_counts(configs):
-    for model in ("radar", "ocr", "health_code", "resnet50"):
+    for model in ("radar_texts", "ocr", "health_code", "resnet50"):
         (group,) = configs[model].instance_group
         assert group.kind == mc.ModelInstanceGroup.KIND_CPU
         assert group.count == PROFILE[model]["instances"]
 
 
 def test_radar_keeps_the_sources_bucket_count_as_the_gpu_profile_does(configs):
-    assert "parameters" not in PROFILE["radar"] and "parameters" not in load_profile("gpu")["models"]["radar"]
+    assert "radar" not in PROFILE and "radar" not in load_profile("gpu")["models"]
     assert configs["radar"].parameters["bucket_count"] == load_source_config("radar").parameters["bucket_count"]
 
 
@@ -105,7 +108,7 @@ def test_cuda_provider_moves_an_onnx_network_to_the_listed_gpus():
         ("radar_classifier", {"runner": "torch", "threads": 2}, r"\['threads'\] do not apply to the torch runner"),
         ("ocr_det", {"runner": "onnx", "dtype": "fp16"}, r"\['dtype'\] do not apply to the onnx runner"),
         ("ocr_det", {"runner": "onnx", "gpus": [0]}, "provider CPUExecutionProvider runs on the CPU"),
-        ("radar", {"gpus": [0]}, "are for ONNX models on a runner, not a Python model"),
+        ("radar_texts", {"gpus": [0]}, "are for ONNX models on a runner, not a Python model"),
         ("radar_classifier", {"runner": "torch", "preferred_batch_size": [64]}, "exceed max_batch_size 32"),
         ("radar_classifier", {"runner": "torch", "device": "tpu"}, "device 'tpu' is not one of cuda, cpu"),
         ("radar_classifier", {"runner": "torch", "device": "cpu", "gpus": [0]}, "device cpu runs on the CPU"),

@@ -95,7 +95,7 @@ def test_radar_classifier_engine_covers_batch_1_to_max_and_every_token_length(gp
 
 def test_python_models_stay_on_cpu_with_their_profile_instance_counts(gpu_configs):
     python = [m for m, c in gpu_configs.items() if c.backend == "python"]
-    assert "radar" in python
+    assert "radar_texts" in python
     for model in python:
         (group,) = gpu_configs[model].instance_group
         assert group.kind == mc.ModelInstanceGroup.KIND_CPU
@@ -151,6 +151,8 @@ def test_built_gpu_repository_has_no_model_py_for_onnx_models(tmp_path, radar_ar
         if config.backend == "onnxruntime":
             assert not (folder / "1" / "model.py").exists()
             assert (folder / "1" / "model.onnx").is_file()
+        elif config.platform == "ensemble":
+            assert not (folder / "1" / "model.py").exists()
         else:
             assert (folder / "1" / "model.py").is_file()
     assert configs["radar"].parameters["buckets"].string_value

@@ -34,7 +34,7 @@ def test_baselines_get_the_kits_settings(radar_artifacts: Path, tmp_path):
 
 
 def test_kit_label_names_the_bucket_count_and_queue_timeout_it_serves_with(tmp_path):
-    variant = {"radar": {"parameters": {"bucket_count": "16"}, "default_timeout_microseconds": 600_000_000}}
+    variant = {"radar": {"parameters": {"bucket_count": "16"}}, "radar_texts": {"default_timeout_microseconds": 600_000_000}}
     assert "buckets=16" in make_target(RADAR, "kit", variant, tmp_path, tmp_path).label
     assert make_target(RADAR, "kit", variant, tmp_path, tmp_path).label.endswith(" queue-timeout=600s")
     committed = load_profile("cpu")["models"]["radar"]["parameters"]["bucket_count"]

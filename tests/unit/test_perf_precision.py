@@ -43,7 +43,9 @@ def test_kit_baseline_and_limit_of_each_graph_run_that_graphs_file(spec_name, gr
             "onnx_model"
         ]
         assert served["onnx_model"] == baseline.environment()["RADAR_GRAPH"] == limit == graph
-        assert kit.profile()["models"]["radar"]["default_timeout_microseconds"] == 600_000_000  # the spec's own settings stay
+        assert (
+            kit.profile()["models"]["radar_texts"]["default_timeout_microseconds"] == 600_000_000
+        )  # the spec's own settings stay
         assert baseline.workers == 2
 
 

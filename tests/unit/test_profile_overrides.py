@@ -11,7 +11,8 @@ from kit.control.repository import profile_configs, resolved
 def spec_with(**classifier) -> dict:
     spec = load_profile("cpu")
     spec["models"]["radar_classifier"] = {"instances": 1, "threads": 2, **classifier}
-    spec["models"]["radar"] = {"instances": 2, "parameters": {"bucket_count": "3"}}
+    spec["models"]["radar"] = {"parameters": {"bucket_count": "3"}}
+    spec["models"]["radar_texts"] = {"instances": 2}
     return spec
 
 
@@ -24,10 +25,13 @@ def test_profile_sets_the_batchers_delay_and_preferred_sizes():
 
 
 def test_bucket_count_parameter_chooses_that_many_buckets(radar_artifacts):
-    config = resolved("cpu", radar_artifacts.parent, spec=spec_with())[0]["radar"]
+    configs = resolved("cpu", radar_artifacts.parent, spec=spec_with())[0]
+    config = configs["radar"]
     assert config.parameters["bucket_count"].string_value == "3"
     buckets = config.parameters["buckets"].string_value.split(",")
     assert len(buckets) <= 3 and int(buckets[-1]) == 512
+    # the model that does the work inherits the ensemble's parameters, the door reads the ensemble's: the same
+    assert configs["radar_texts"].parameters["buckets"].string_value == config.parameters["buckets"].string_value
 
 
 def test_ragged_batch_lets_every_classifier_input_take_mixed_lengths():
@@ -38,8 +42,15 @@ def test_ragged_batch_lets_every_classifier_input_take_mixed_lengths():
 
 def test_ragged_batch_is_refused_for_a_model_that_does_not_batch_itself():
     spec = spec_with()
-    spec["models"]["radar"]["ragged_batch"] = True
-    with pytest.raises(RepositoryError, match="radar: ragged_batch needs a batching Python-backend model"):
+    spec["models"]["ocr"]["ragged_batch"] = True
+    with pytest.raises(RepositoryError, match="ocr: ragged_batch needs a batching Python-backend model"):
+        profile_configs("cpu", spec=spec)
+
+
+def test_an_ensemble_takes_parameters_alone_its_steps_models_take_the_rest():
+    spec = spec_with()
+    spec["models"]["radar"]["instances"] = 8
+    with pytest.raises(RepositoryError, match=r"radar: unknown ensemble settings \['instances'\] \(known: \['parameters'\]\)"):
         profile_configs("cpu", spec=spec)
 
 
@@ -47,6 +58,7 @@ def test_max_batch_size_caps_the_classifier_and_radar_splits_its_chunks_to_fit(r
     configs = resolved("cpu", radar_artifacts.parent, spec=spec_with(max_batch_size=8, preferred_batch_size=[8]))[0]
     assert configs["radar_classifier"].max_batch_size == 8
     assert configs["radar"].parameters["max_batch"].string_value == "8"
+    assert configs["radar_texts"].parameters["max_batch"].string_value == "8"
 
 
 @pytest.mark.parametrize(

@@ -62,3 +62,47 @@ def test_decode_text_rejects_bad_input_with_a_clear_message(raw, message):
 def test_largest_bucket_must_match_the_token_limit(radar_artifacts):
     with pytest.raises(ValueError, match="largest bucket"):
         pipeline_with(radar_artifacts, [64, 128])
+
+
+def row_logits(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Logits that depend on each chunk's own tokens only, as a classifier's should."""
+    totals = (ids * mask).sum(axis=1) % 97
+    return np.stack([np.sin(totals), np.cos(totals)], axis=1).astype(np.float32)
+
+
+def test_many_texts_planned_together_answer_as_each_planned_alone_in_fewer_fuller_requests(pipeline):
+    texts = sample_texts(6, 100, 800, seed=9) + ["Short one.", "".join(MULTILINGUAL)]
+    together = pipeline.plan_many(texts)
+    scores = pipeline.scores(together)
+    for number, group in enumerate(together.groups):
+        scores.add(number, row_logits(group.input_ids, group.attention_mask))
+    results = [scores.result(t) for t in range(len(texts))]
+    alone_requests = 0
+    for text, result in zip(texts, results):
+        plan = pipeline.plan(text)
+        alone_requests += len(plan.groups)
+        expected = pipeline.finish(plan, [row_logits(g.input_ids, g.attention_mask) for g in plan.groups])
+        assert result.spans.tolist() == expected.spans.tolist()
+        np.testing.assert_allclose(result.chunk_scores, expected.chunk_scores, atol=1e-6)
+        assert result.score == pytest.approx(expected.score, abs=1e-6)
+    assert sorted(i for g in together.groups for i in g.indices) == list(range(len(together.owners)))
+    assert all(len(g.indices) <= 4 for g in together.groups)
+    assert len(together.groups) < alone_requests  # chunks of different texts share requests
+    assert any(len({together.owners[i][0] for i in g.indices}) > 1 for g in together.groups)
+
+
+def test_a_text_is_ready_when_the_last_group_with_one_of_its_chunks_answers(pipeline):
+    texts = ["Short one.", " ".join(sample_texts(4, 600, 800, seed=3))]
+    plan = pipeline.plan_many(texts)
+    scores = pipeline.scores(plan)
+    last = {t: max(n for n, g in enumerate(plan.groups) if any(plan.owners[i][0] == t for i in g.indices)) for t in (0, 1)}
+    order = sorted(range(len(plan.groups)), key=lambda n: (n != last[0], n))  # the short text's group first
+    ready = [(n, scores.add(n, row_logits(plan.groups[n].input_ids, plan.groups[n].attention_mask))) for n in order]
+    assert ready[0] == (last[0], [0] if last[0] != last[1] else [0, 1])
+    assert [t for _, done in ready for t in done] == [0, 1]  # each text exactly once
+    assert ready[-1][1] == [1] or last[0] == last[1]
+
+
+def test_planning_no_text_plans_nothing(pipeline):
+    plan = pipeline.plan_many([])
+    assert plan.groups == [] and pipeline.scores(plan).waiting == []

@@ -29,7 +29,9 @@ def test_every_batched_model_has_a_bounded_rejecting_queue(model):
 
 
 def test_radar_entry_bounds_its_queue_too():
-    assert load_source_config("radar").dynamic_batching.default_queue_policy.max_queue_size > 0
+    """The `radar` ensemble has no queue of its own: the model of its step, which holds the texts, bounds it."""
+    (step,) = load_source_config("radar").ensemble_scheduling.step
+    assert load_source_config(step.model_name).dynamic_batching.default_queue_policy.max_queue_size > 0
 
 
 OVERLOADED = InferenceServerException("Exceeds maximum queue size", status="StatusCode.UNAVAILABLE")

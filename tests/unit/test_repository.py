@@ -2,6 +2,7 @@
 the builder derives from the export (the canary's golden set)."""
 
 import json
+import shutil
 
 import pytest
 
@@ -38,7 +39,8 @@ def test_profile_keeps_names_tensors_and_batching_of_the_source(profile):
         batching.max_queue_delay_microseconds = source.dynamic_batching.max_queue_delay_microseconds
         batching.preferred_batch_size[:] = source.dynamic_batching.preferred_batch_size
         assert batching == source.dynamic_batching
-        assert len(config.instance_group) == 1
+        # An ensemble runs its steps on their models' instances: it has none of its own.
+        assert len(config.instance_group) == (0 if config.platform == "ensemble" else 1)
 
 
 def test_cpu_profile_runs_onnx_models_in_the_python_runner():
@@ -68,7 +70,7 @@ def test_a_graph_the_export_did_not_write_is_a_clear_error(tmp_path, radar_artif
 
 def test_graph_is_refused_for_a_model_that_is_not_onnx():
     spec = json.loads((SOURCE / "profiles" / "cpu.json").read_text())
-    spec["models"]["radar"]["graph"] = "model.cpu.onnx"
+    spec["models"]["ocr"]["graph"] = "model.cpu.onnx"
     with pytest.raises(RepositoryError, match="`graph` is for ONNX models"):
         profile_configs("cpu", spec=spec)
 
@@ -78,9 +80,28 @@ def test_built_repository_configs_round_trip_through_the_schema(tmp_path, radar_
     for model, config in configs.items():
         written = parse_config((tmp_path / "repo" / model / "config.pbtxt").read_text())
         assert written == config
-        assert (tmp_path / "repo" / model / "1" / "model.py").is_file()
+        assert (tmp_path / "repo" / model / "1" / "model.py").is_file() == (config.platform != "ensemble")
     buckets = [int(b) for b in configs["radar"].parameters["buckets"].string_value.split(",")]
     assert buckets == sorted(buckets) and buckets[-1] == json.loads((radar_artifacts / "export.json").read_text())["max_tokens"]
+
+
+def test_an_ensembles_steps_call_the_models_of_its_own_version(tmp_path, radar_artifacts):
+    """Version 1 of `radar` runs version 1 of radar_texts, never "the newest": kit.control.deploy loads a new
+    version of radar_texts beside the serving one and checks it before the ensemble points at it."""
+    configs = build("cpu", tmp_path / "repo", radar_artifacts.parent)
+    steps = configs["radar"].ensemble_scheduling.step
+    assert [(step.model_name, step.model_version) for step in steps] == [("radar_texts", 1)]
+    assert (tmp_path / "repo" / "radar" / "1").is_dir()  # Triton loads an ensemble from its version folder
+
+
+def test_an_ensemble_step_naming_a_model_the_repository_lacks_is_a_clear_error(tmp_path, radar_artifacts):
+    source = shutil.copytree(SOURCE, tmp_path / "source")
+    config = (source / "radar" / "config.pbtxt").read_text().replace('model_name: "radar_texts"', 'model_name: "radar_words"')
+    (source / "radar" / "config.pbtxt").write_text(config)
+    with pytest.raises(
+        RepositoryError, match=r"radar: its ensemble steps name \['radar_words'\], which are not in the repository"
+    ):
+        build("cpu", tmp_path / "repo", radar_artifacts.parent, source=source)
 
 
 def test_unknown_profile_is_a_clear_error():

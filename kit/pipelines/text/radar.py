@@ -39,6 +39,16 @@ class TextPlan:
 
 
 @dataclass
+class BatchPlan:
+    """Several texts' chunks: each text's spans, the (text, chunk) each row is, and classifier requests that
+    mix texts."""
+
+    spans: list[list[tuple[int, int]]]
+    owners: list[tuple[int, int]]
+    groups: list[ChunkGroup]
+
+
+@dataclass
 class Result:
     score: float
     chunk_scores: np.ndarray
@@ -84,27 +94,84 @@ class RadarPipeline:
 
     def plan(self, text: str) -> TextPlan:
         spans, ids = chunk_text(self.tokenizer, text, self.max_chars, self.max_tokens)
-        by_bucket: dict[int, list[int]] = {}
-        for index, chunk_ids in enumerate(ids):
-            by_bucket.setdefault(bucket_for(len(chunk_ids), self.buckets), []).append(index)
-        groups = []
-        for length, indices in sorted(by_bucket.items()):
-            for start in range(0, len(indices), self.max_batch):
-                part = indices[start : start + self.max_batch]
-                input_ids, mask = pad_batch([ids[i] for i in part], length, self.pad_id)
-                groups.append(ChunkGroup(part, input_ids, mask))
-        return TextPlan(spans, groups)
+        return TextPlan(spans, self.groups(ids))
 
     def finish(self, plan: TextPlan, logits: list[np.ndarray]) -> Result:
         """Per-chunk AI probabilities in text order and their length-weighted mean."""
         scores = np.zeros(len(plan.spans), dtype=np.float32)
         for group, group_logits in zip(plan.groups, logits):
             scores[group.indices] = ai_probability(group_logits, self.ai_label_index)
-        return Result(
-            score=weighted_mean(scores, plan.spans),
-            chunk_scores=scores,
-            spans=np.asarray(plan.spans, dtype=np.int32).reshape(-1, 2),
-        )
+        return result_of(scores, plan.spans)
+
+    def plan_many(self, texts: Sequence[str]) -> BatchPlan:
+        """Many texts' chunks, tokenized in one call and merged across texts into classifier requests: one per
+        length bucket and `max_batch` chunks, whichever texts they come from (the batched entry model's way to
+        send the classifier fewer, fuller requests). `indices` of a group are positions in `owners`."""
+        spans = [split_text(text, self.max_chars) for text in texts]
+        pieces = [text[start:end] for text, text_spans in zip(texts, spans) for start, end in text_spans]
+        encoded = [e.ids for e in self.tokenizer.encode_batch(pieces)] if pieces else []
+        ids, offset = [], 0
+        for i, text in enumerate(texts):
+            chunk_ids = encoded[offset : offset + len(spans[i])]
+            offset += len(spans[i])
+            if any(len(c) > self.max_tokens for c in chunk_ids):  # rare: re-split by tokens, as chunk_text does
+                spans[i], chunk_ids = chunk_text(self.tokenizer, text, self.max_chars, self.max_tokens)
+            ids.append(chunk_ids)
+        owners = [(t, c) for t, text_ids in enumerate(ids) for c in range(len(text_ids))]
+        flat = [chunk for text_ids in ids for chunk in text_ids]
+        return BatchPlan(spans, owners, self.groups(flat))
+
+    def groups(self, ids: Sequence[Sequence[int]]) -> list[ChunkGroup]:
+        """Chunks by length bucket, padded, at most `max_batch` to a group; `indices` are positions in `ids`."""
+        by_bucket: dict[int, list[int]] = {}
+        for index, chunk_ids in enumerate(ids):
+            by_bucket.setdefault(bucket_for(len(chunk_ids), self.buckets), []).append(index)
+        out = []
+        for length, indices in sorted(by_bucket.items()):
+            for start in range(0, len(indices), self.max_batch):
+                part = indices[start : start + self.max_batch]
+                input_ids, mask = pad_batch([ids[i] for i in part], length, self.pad_id)
+                out.append(ChunkGroup(part, input_ids, mask))
+        return out
+
+    def scores(self, plan: BatchPlan) -> BatchScores:
+        """The many texts' results, gathered as the classifier answers their groups."""
+        return BatchScores(plan, self.ai_label_index)
+
+
+class BatchScores:
+    """The results of a BatchPlan's texts, each ready as soon as every group holding one of its chunks has
+    answered: a short text does not wait for the chunks of the long texts it was planned with."""
+
+    def __init__(self, plan: BatchPlan, ai_label_index: int):
+        self.plan, self.ai_label_index = plan, ai_label_index
+        self.values = np.zeros(len(plan.owners), dtype=np.float32)
+        self.starts = np.cumsum([0] + [len(text_spans) for text_spans in plan.spans])
+        self.waiting: list[set[int]] = [set() for _ in plan.spans]
+        for number, group in enumerate(plan.groups):
+            for index in group.indices:
+                self.waiting[plan.owners[index][0]].add(number)
+
+    def add(self, group: int, logits: np.ndarray) -> list[int]:
+        """Group `group`'s logits; the texts this completes."""
+        self.values[self.plan.groups[group].indices] = ai_probability(logits, self.ai_label_index)
+        done = []
+        for text in self.texts_of(group):
+            self.waiting[text].discard(group)
+            if not self.waiting[text]:
+                done.append(text)
+        return done
+
+    def texts_of(self, group: int) -> list[int]:
+        """The texts with a chunk in group `group`, in order."""
+        return list(dict.fromkeys(self.plan.owners[i][0] for i in self.plan.groups[group].indices))
+
+    def result(self, text: int) -> Result:
+        return result_of(self.values[self.starts[text] : self.starts[text + 1]], self.plan.spans[text])
+
+
+def result_of(scores: np.ndarray, spans: list[tuple[int, int]]) -> Result:
+    return Result(score=weighted_mean(scores, spans), chunk_scores=scores, spans=np.asarray(spans, dtype=np.int32).reshape(-1, 2))
 
 
 def chunk_text(tokenizer: Tokenizer, text: str, max_chars: int, max_tokens: int) -> tuple[list[tuple[int, int]], list[list[int]]]:

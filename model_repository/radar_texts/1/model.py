@@ -1,0 +1,56 @@
+"""Triton adapter for RADAR's texts: a batch of texts (from the `radar` ensemble, many clients') is chunked and
+tokenized at once, and its chunks go to the classifier as BLS requests merged across texts, one per length bucket
+and classifier batch, all in flight together; each text is answered as soon as the last request holding one of
+its chunks has (kit.pipelines.text.radar.BatchScores), so a short text does not wait for a long one."""
+
+import asyncio
+
+import numpy as np
+
+from kit.adapters.artifacts import radar_pipeline
+from kit.adapters.settings import RadarTextsSettings
+from kit.adapters.triton import ModelCallError, Replies, infer, input_array
+from kit.pipelines.text.radar import decode_request_text
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.settings, version_dir = RadarTextsSettings.from_args(args)
+        self.pipeline = radar_pipeline(version_dir, self.settings)
+        # Version N of radar_texts calls version N of its classifier, the graph exported with its tokenizer and golden
+        # set: while a new version is checked (kit.control.deploy) the old one keeps calling the old graph.
+        self.version = int(args["model_version"])
+
+    def text(self, request) -> str:
+        return decode_request_text(input_array(request, "TEXT"), self.settings.max_text_bytes)
+
+    async def classify(self, replies: Replies, kept: list[int], texts: list[str], trace) -> None:
+        plan = self.pipeline.plan_many(texts)
+        scores = self.pipeline.scores(plan)
+
+        async def send(number, group):
+            inputs = {"input_ids": group.input_ids, "attention_mask": group.attention_mask}
+            try:
+                (logits,) = await infer(self.settings.classifier, inputs, ["logits"], trace, self.version)
+            except ModelCallError as exc:
+                for text in scores.texts_of(number):
+                    replies.fail(kept[text], exc)
+                return
+            for text in scores.add(number, logits):
+                result = scores.result(text)
+                outputs = {"SCORE": np.array([result.score], dtype=np.float32), "CHUNK_SCORES": result.chunk_scores}
+                replies.answer(kept[text], outputs | {"CHUNK_SPANS": result.spans})
+
+        await asyncio.gather(*(send(number, group) for number, group in enumerate(plan.groups)))
+
+    async def execute(self, requests):
+        replies = Replies(requests, "radar")
+        try:
+            kept, texts = replies.checked(self.text, requests)
+            if texts:
+                # The first text's trace goes with the chunks, so Triton's request traces show the classifier's work.
+                await self.classify(replies, kept, texts, requests[kept[0]].trace())
+        except Exception as exc:  # a bug fails the batch's unanswered texts, not the stub
+            replies.close(exc)
+        replies.close()
+        return None
