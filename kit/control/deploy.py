@@ -18,8 +18,13 @@ always serve together. The steps, each waited for:
    Triton serves the old radar until the new one is ready, then lets the old one finish what it holds;
 5. the golden set through radar itself, as the door's canary runs it; beyond the tolerance rolls back
    the three models to [old];
-6. radar_texts and radar_classifier [N] retire the old version, and the three config.pbtxt files name
-   version N, so that a restart of the server (the supervisor's) serves N.
+6. once the old radar is gone (not only no longer taking requests: it still sends what it holds to the old
+   radar_texts), radar_texts [N] retires the old version; once that is gone (its texts in flight answered by
+   the old classifier), radar_classifier [N] does.
+
+Every config is written to disk before it is loaded, so that the three config.pbtxt files always name what
+serves (a restart of the server, the supervisor's, serves it) and loading the ensemble finds no step whose
+config on disk differs from the one it runs (docs/RELIABILITY.md: what failed without it).
 
 The load and index calls are Triton's model-repository API, an admin API: give the admin key
 ($TRITON_ADMIN_KEY) where the server has one. Exit 0: N serves; 1: rolled back, the old version serves;
@@ -54,6 +59,7 @@ from kit.control.runtime import ADMIN_HEADER
 ENTRY, TEXTS, CLASSIFIER = "radar", "radar_texts", "radar_classifier"
 MODELS = (ENTRY, TEXTS, CLASSIFIER)
 ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
+UNLOAD_TIMEOUT = 120.0  # seconds for an old version to finish what it holds (an entry drains for up to 60 s)
 
 
 class DeployError(RuntimeError):
@@ -93,9 +99,27 @@ class Repository:
         index = self.client.get_model_repository_index(headers=self.headers)
         return sorted(int(m["version"]) for m in index if m["name"] == model and m.get("state") == "READY")
 
+    def unloaded(self, model: str, version: int, timeout: float = UNLOAD_TIMEOUT) -> None:
+        """Waits until `version` of `model` is gone, not only no longer taking requests: an ensemble's old version
+        still sends the requests it holds to its steps' old versions, and an entry that hands its work off still
+        calls the old classifier until its finalize has drained (kit.adapters.handoff), so a step's old version is
+        unloaded only after what calls it is."""
+        deadline = time.monotonic() + timeout
+        while True:
+            index = self.client.get_model_repository_index(headers=self.headers)
+            states = {m.get("state") for m in index if m["name"] == model and m.get("version") == str(version)}
+            if not states & {"READY", "UNLOADING"}:
+                return
+            if time.monotonic() > deadline:
+                raise DeployError(f"{model} {version} was still unloading after {timeout:.0f} s")
+            time.sleep(0.2)
+
     def load(self, config: mc.ModelConfig) -> None:
+        """Loads `config`, written to disk first, so that what serves and what is on disk never differ: while they
+        did, loading the ensemble left the old ensemble's step briefly not ready (docs/RELIABILITY.md)."""
         versions = list(config.version_policy.specific.versions)
         self.log(f"loading {config.name} {versions}")
+        self.persist(config)
         self.client.load_model(config.name, headers=self.headers, config=json_format.MessageToJson(config))
 
     def persist(self, config: mc.ModelConfig) -> None:
@@ -191,12 +215,12 @@ def deploy(repo: Repository, version: int, artifacts: Path, profile: str = "cpu"
         report = check(ENTRY, entry_scores(repo, golden.texts))
         if not report.ok or repo.serving(ENTRY) != [version]:
             return roll_back(f"{ENTRY} {version} fails its golden set", report)
+        repo.unloaded(ENTRY, previous)
         for model in (TEXTS, CLASSIFIER):
             repo.load(pinned(configs[model], [version]))
+            repo.unloaded(model, previous)
     except InferenceServerException as exc:
         return roll_back(f"Triton: {exc.message() or exc}", None)
-    for model in MODELS:
-        repo.persist(pinned(configs[model], [version]))
     return Outcome(version, previous, True, report, time.monotonic() - start, f"{ENTRY} {version} serves")
 
 
