@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -16,14 +17,15 @@ from fastapi import FastAPI
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
+from prometheus_client.multiprocess import mark_process_dead
 from starlette.middleware.cors import CORSMiddleware
 
 from door.canary import MODEL, Canary, check
 from door.contract import Contract
 from door.health import readiness
 from door.intake import Intake
-from door.observe import Metrics, Observe
+from door.observe import Metrics, Observe, exposition, multiprocess
 from door.openapi import problems_in_their_media_type
 from door.problems import HANDLERS
 from door.routes import Routes
@@ -73,6 +75,8 @@ def create_app(contract: Contract, settings: DoorSettings, upstream: Upstream | 
                 with contextlib.suppress(asyncio.CancelledError):
                     await watch
             await upstream.close()
+            if multiprocess():
+                mark_process_dead(os.getpid())  # this worker's live gauges leave the door's totals
 
     # The docs page's Swagger UI from a package, not a CDN: it must work where the door has no internet.
     app = FastAPIOffline(
@@ -107,7 +111,7 @@ def create_app(contract: Contract, settings: DoorSettings, upstream: Upstream | 
 
     @app.get("/metrics", tags=["health"], include_in_schema=False)
     async def door_metrics() -> Response:
-        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        return Response(exposition(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:

@@ -67,14 +67,20 @@ class Canary:
         )
         for result in RESULTS:
             self.runs.labels(result)
-        Gauge("door_canary_ok", "1 while the last canary verdict is a pass, else 0", registry=registry).set_function(
-            lambda: float(self.ok)
+        # Each worker of a door runs its own canary; the door is ok while every live worker's last verdict is.
+        self.ok_gauge = Gauge(
+            "door_canary_ok",
+            "1 while the last canary verdict is a pass, else 0",
+            registry=registry,
+            multiprocess_mode="livemin",
         )
-        Gauge(
+        self.drift_gauge = Gauge(
             "door_canary_max_drift",
             "Largest |served - source| AI probability of the last canary verdict (NaN before the first)",
             registry=registry,
-        ).set_function(lambda: self.report.max_drift if self.report else math.nan)
+            multiprocess_mode="livemax",
+        )
+        self.drift_gauge.set(math.nan)
 
     @property
     def ok(self) -> bool:
@@ -90,6 +96,8 @@ class Canary:
             return
         self.report, self.checked_at, self.error = report, time.time(), None
         self.runs.labels("ok" if report.ok else "drift").inc()
+        self.ok_gauge.set(float(report.ok))
+        self.drift_gauge.set(report.max_drift)
         if report.ok:
             log.info("canary ok: max drift %.3g <= tolerance %.3g", report.max_drift, report.tolerance)
         else:

@@ -12,7 +12,8 @@ the httptools parser (a chunked body of a million tiny chunks is parsed in C, no
 event loop). API keys: $DOOR_API_KEYS (comma-separated) or $DOOR_API_KEYS_FILE (one a line); needed
 beyond loopback unless --no-api-keys. Where the served `radar` carries the export's golden set, the
 door runs it through Triton before it serves and every --canary-interval seconds (door.canary).
-`make serve` starts it beside Triton (kit.control.serve).
+`make serve` starts it beside Triton (kit.control.serve). With --workers N, N processes share the port
+(uvicorn's workers), each a whole door; /metrics adds up all of theirs (prometheus_client's multiprocess mode).
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ import dataclasses
 import logging
 import os
 import sys
+import tempfile
 
 import uvicorn
 
 from door.app import create_app
 from door.contract import ContractError, contract_from_configs, served_configs
+from door.observe import MULTIPROC_ENV
 from door.settings import DoorSettings, SettingsError, api_keys, flag_env, parse_bool
 
 log = logging.getLogger("door")
@@ -38,6 +41,7 @@ PROCESS_OPTIONS = {
     "wait": (float, 3600.0, "seconds to wait for Triton to be ready at start"),
     "log_level": (str, "info", "uvicorn's and the door's log level"),
     "no_api_keys": (parse_bool, False, "serve inference without keys, even beyond loopback"),
+    "workers": (int, 1, "processes serving the door, each with its own event loop and gRPC connection; metrics add up"),
 }
 
 
@@ -92,13 +96,41 @@ def main(argv: list[str] | None = None) -> int:
         settings.triton,
         "on" if settings.api_keys else "off",
     )
-    uvicorn.run(
-        create_app(contract, settings),
-        host=args.host,
-        port=args.port,
-        http="httptools",
-        access_log=False,  # door.observe writes one line per request, with its id
-        log_level=args.log_level,
-        timeout_graceful_shutdown=10,
-    )
+    listen = {
+        "host": args.host,
+        "port": args.port,
+        "http": "httptools",
+        "access_log": False,  # door.observe writes one line per request, with its id
+        "log_level": args.log_level,
+        "timeout_graceful_shutdown": 10,
+    }
+    if args.workers < 1:
+        print(f"door: error: --workers must be at least 1, not {args.workers}", file=sys.stderr)
+        return 2
+    if args.workers == 1:
+        uvicorn.run(create_app(contract, settings), **listen)
+        return 0
+    with tempfile.TemporaryDirectory(prefix="door-metrics-") as values:
+        # The workers are new interpreters: they read their settings from this environment, as a container would.
+        os.environ.update(environment_of(args) | {MULTIPROC_ENV: values})
+        uvicorn.run(f"{__name__}:app_from_environment", factory=True, workers=args.workers, **listen)
     return 0
+
+
+def environment_of(args) -> dict[str, str]:
+    """The variables that give a worker these parsed options (flag_env's names; lists comma-separated)."""
+    env = {}
+    for name, value in vars(args).items():
+        if name == "workers":
+            continue
+        text = ",".join(value) if isinstance(value, list) else str(value)
+        env[flag_env(name)[1]] = text
+    return env
+
+
+def app_from_environment():
+    """A worker's app (uvicorn's factory): its options from the environment main() set, the contract read again."""
+    args = parse_args([])
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
+    settings = settings_from(args)
+    return create_app(contract_from_configs(served_configs(settings.triton, args.wait)), settings)

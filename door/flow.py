@@ -8,6 +8,9 @@ the time for the work ahead of the caller, and the caller's own, to drain at the
 no answer in the window (a flood on a cold door) r is unknown and the answer is 1 s, the shortest
 HTTP can say. The kit's clients add their own jitter
 on top, so refused clients do not come back in step.
+
+A door of several worker processes (door.cli --workers) keeps a Flow per model in each: a worker's n and r are
+both its share of the door's, so their ratio, and Retry-After, stays what one process would say.
 """
 
 from __future__ import annotations
@@ -28,17 +31,24 @@ class Flow:
         self.in_flight = 0
         self.answers: deque[float] = deque()
         self.first: float | None = None
+        self.watchers: list[Callable[[int], None]] = []  # told the new in-flight count (door.observe's gauge)
 
     def start(self) -> None:
         self.in_flight += 1
+        self._tell()
         if self.first is None:
             self.first = self.clock()
 
     def finish(self, answered: bool) -> None:
         """`answered`: the model did the work (a result or its own refusal of bad input), not an overload refusal."""
         self.in_flight -= 1
+        self._tell()
         if answered:
             self.answers.append(self.clock())
+
+    def _tell(self) -> None:
+        for watcher in self.watchers:
+            watcher(self.in_flight)
 
     def rate(self) -> float | None:
         """Answers per second over the last window; None when there were none."""

@@ -8,21 +8,40 @@ request's id. Metrics are labelled by route template, never by raw path, so a fu
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 import uuid
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from door.flow import Flow
 
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 HEADER = b"x-request-id"
 SANE_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
 access = logging.getLogger("door.access")
 
 
+def multiprocess() -> bool:
+    """Whether this process is one of several door workers: prometheus_client then keeps every value in files
+    under $PROMETHEUS_MULTIPROC_DIR (chosen when it is first imported), and /metrics adds up all the workers'."""
+    return bool(os.environ.get(MULTIPROC_ENV))
+
+
+def exposition(registry: CollectorRegistry) -> bytes:
+    """The metrics text: this process's registry, or every worker's values added up."""
+    if not multiprocess():
+        return generate_latest(registry)
+    together = CollectorRegistry()
+    MultiProcessCollector(together)
+    return generate_latest(together)
+
+
 class Metrics:
-    """The door's metrics in a registry of their own (so that apps in one process do not collide)."""
+    """The door's metrics in a registry of their own (so that apps in one process do not collide). Gauges are
+    set, not computed at scrape time, and say how workers' values combine (`livesum`: the door's total)."""
 
     def __init__(self, flows: dict[str, Flow]):
         self.registry = CollectorRegistry()
@@ -39,15 +58,19 @@ class Metrics:
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
             registry=self.registry,
         )
-        self.in_flight = Gauge("door_requests_in_flight", "Requests the door is handling now", registry=self.registry)
+        self.in_flight = Gauge(
+            "door_requests_in_flight", "Requests the door is handling now", registry=self.registry, multiprocess_mode="livesum"
+        )
         upstream = Gauge(
             "door_triton_in_flight",
             "Requests the door has sent to Triton and not had answered",
             ["model"],
             registry=self.registry,
+            multiprocess_mode="livesum",
         )
         for model, flow in flows.items():
-            upstream.labels(model).set_function(lambda flow=flow: flow.in_flight)
+            upstream.labels(model).set(flow.in_flight)
+            flow.watchers.append(upstream.labels(model).set)
 
 
 def route_of(scope) -> str:

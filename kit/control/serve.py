@@ -82,8 +82,12 @@ def door_key(host: str, environ=os.environ) -> str | None:
 class Door:
     """The front door as a child process (`python -m door`) in front of the server's gRPC port."""
 
-    def __init__(self, triton: str, host: str, port: int, key: str | None, log_path: Path | None = None):
+    def __init__(
+        self, triton: str, host: str, port: int, key: str | None, log_path: Path | None = None, workers: int | None = None
+    ):
+        """`workers`: the door's processes (--workers); None leaves it to $DOOR_WORKERS, else 1."""
         self.triton, self.host, self.port, self.key, self.log_path = triton, host, port, key, log_path
+        self.workers = workers
         self.process: subprocess.Popen | None = None
 
     @property
@@ -105,6 +109,7 @@ class Door:
             str(self.port),
             "--wait",
             "60",
+            *(["--workers", str(self.workers)] if self.workers else []),
         ]
         log = open(self.log_path, "ab") if self.log_path else None  # else the terminal's, as `make serve` shows it
         try:

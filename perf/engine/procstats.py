@@ -30,8 +30,10 @@ def tree(pids: Pids) -> list[psutil.Process]:
 def role(process: psutil.Process) -> str:
     """What a member of a server's tree does: the model a Triton Python-backend stub serves (its
     command names `<repository>/<model>/<version>/model.py`), the module a Python process runs
-    (`python -m door`, `-m uvicorn`), else its executable's name."""
+    (`python -m door`, `-m uvicorn`; a process it spawned counts as it), else its executable's name."""
     args = process.cmdline()
+    if "--multiprocessing-fork" in args:  # a worker spawned by its parent (uvicorn's, the door's): the parent's role
+        return role(process.parent())
     for arg in args:
         parts = PurePath(arg).parts
         if len(parts) >= 3 and parts[-1] == "model.py":

@@ -197,9 +197,16 @@ class DoorTarget(KitTarget):
     family = "door"
     protocol = "http"
 
+    def __init__(self, workload: Workload, setting: dict, model_dir: Path, workdir: Path):
+        """`setting` as the kit's, and "door": {"workers": N} for the door's own processes."""
+        super().__init__(workload, setting, model_dir, workdir)
+        self.door_workers = int(setting.get("door", {}).get("workers", 1))
+        self.label += f" door-workers={self.door_workers}"
+
     def start(self, timeout: float = 600) -> None:
         super().start(timeout)
-        self.door = Door(self.grpc_url, "127.0.0.1", free_port(), None, log_path=self.workdir / "door.log")
+        log = self.workdir / "door.log"
+        self.door = Door(self.grpc_url, "127.0.0.1", free_port(), None, log_path=log, workers=self.door_workers)
         try:
             self.door.start()
         except Exception:

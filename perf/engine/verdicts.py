@@ -162,15 +162,25 @@ def p50_verdict(w: Workload, of: str, label: str, clients: int, a: dict, b: dict
     )
 
 
+def setting_named(rows: Rows, family: str, name: str) -> str:
+    """The family's setting `name` is, or the one setting whose label contains it ("door-workers=2")."""
+    settings = rows.settings(family)
+    if name in settings:
+        return name
+    matches = [s for s in settings if name in s]
+    return matches[0] if len(matches) == 1 else name
+
+
 def settings_verdicts(rows: Rows, goal: dict) -> list[Verdict]:
     """One setting of a family (the kit unless `family` says) over another at each load (ResNet's cost rule over
     no batching; the door on two workers over one)."""
     factor, family = goal.get("factor", 1.0), goal.get("family", "kit")
+    of, over = setting_named(rows, family, goal["of"]), setting_named(rows, family, goal["over"])
     return [
         ratio_verdict(
             f"{goal['of']} >= {factor:g} x {goal['over']} at {c} clients",
-            rows.of(family, c, goal["of"]),
-            rows.of(family, c, goal["over"]),
+            rows.of(family, c, of),
+            rows.of(family, c, over),
             rows.key,
             factor,
         )

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 import urllib3
 
@@ -320,3 +321,38 @@ def test_readiness_ids_and_metrics(door):
     assert 'door_requests_total{method="POST",route="/v1/radar",status="200"}' in metrics
     assert call(door, "GET", "/docs").status == 200
     assert "/v1/health-code" in call(door, "GET", "/openapi.json").json()["paths"]
+
+
+def test_a_door_of_two_workers_answers_as_triton_does_and_its_metrics_add_up(server, tmp_path):
+    texts = sample_texts(12, 150, 600, seed=57)
+    direct = RadarClient(server.options.grpc_url)
+    expected = [direct.classify(text).score for text in texts]
+    direct.close()
+    with running_door(server.options.grpc_url, tmp_path / "door.log", "--workers", "2") as door:
+        workers = [p for p in psutil.Process(door.process.pid).children() if "--multiprocessing-fork" in p.cmdline()]
+        assert len(workers) == 2, [p.cmdline() for p in workers]
+
+        def fresh(method: str, path: str, body: dict | None = None) -> tuple[int, bytes]:
+            """On a new connection each time, so that the kernel hands the requests to either worker."""
+            connection = http.client.HTTPConnection("127.0.0.1", door.port, timeout=60)
+            try:
+                payload = json.dumps(body).encode() if body is not None else None
+                connection.request(method, path, payload, {"Content-Type": "application/json"} if body else {})
+                answer = connection.getresponse()
+                return answer.status, answer.read()
+            finally:
+                connection.close()
+
+        for text, score in zip(texts, expected):
+            status, body = fresh("POST", "/v1/radar", {"text": text})
+            assert status == 200, body[:300]
+            assert json.loads(body)["score"] == pytest.approx(score, abs=1e-5)
+        served = 'door_requests_total{method="POST",route="/v1/radar",status="200"}'
+        for _ in range(6):  # whichever worker answers the scrape, it reports the door's total
+            rows = fresh("GET", "/metrics")[1].decode().splitlines()
+            samples = {name: float(value) for name, value in (row.rsplit(" ", 1) for row in rows if row and row[0] != "#")}
+            assert samples[served] == len(texts), samples
+            assert samples["door_requests_in_flight"] == 1.0, "the scrape itself, in whichever worker took it"
+            assert samples['door_triton_in_flight{model="radar"}'] == 0.0
+            assert samples["door_canary_ok"] == 1.0 and samples['door_canary_runs_total{result="ok"}'] >= 2, "one run per worker"
+    assert door.process.returncode is not None

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 from tritonclient.utils import InferenceServerException
 
-from door.cli import parse_args, settings_from
+from door.cli import environment_of, parse_args, settings_from
 from door.contract import ContractError, contract_from_configs
 from door.flow import Flow
 from door.health import stub_check
@@ -192,3 +192,30 @@ def test_every_door_setting_is_a_flag_and_an_environment_variable_and_the_flag_w
     with pytest.raises(SettingsError, match="triton timeout"):
         settings_from(parse_args(["--triton-timeout", "0"], {}), {})
     assert settings_from(parse_args([], {"DOOR_NO_API_KEYS": "yes", "DOOR_HOST": "0.0.0.0"}), {}).api_keys == frozenset()
+
+
+def test_a_workers_environment_gives_it_the_options_the_door_was_started_with():
+    argv = [
+        "--port",
+        "9001",
+        "--triton-timeout",
+        "7.5",
+        "--cors-origins",
+        "https://a.example",
+        "--cors-origins",
+        "https://b.example",
+    ]
+    args = parse_args([*argv, "--no-api-keys", "--workers", "3"], {})
+    worker = parse_args([], environment_of(args))
+    assert vars(worker) | {"workers": 3} == vars(args), "every option but the worker count reaches each worker"
+    assert settings_from(worker, {}) == settings_from(args, {})
+
+
+def test_a_flow_tells_its_watchers_every_change_of_its_requests_in_flight():
+    flow, seen = Flow(clock=Clock()), []
+    flow.watchers.append(seen.append)
+    flow.start()
+    flow.start()
+    flow.finish(answered=True)
+    flow.finish(answered=False)
+    assert seen == [1, 2, 1, 0]

@@ -122,6 +122,14 @@ def test_settings_are_judged_against_each_other_and_an_empty_window_is_no_win():
     assert not v["cost >= 1.5 x none at 70 clients"].met and "no request" in v["cost >= 1.5 x none at 70 clients"].detail
 
 
+def test_a_setting_is_named_by_a_part_of_its_label_that_only_it_has():
+    long_label = "1x1 delay=2000us buckets=5 entry=4x16 in-flight=4 ragged door-workers="
+    sweeps = [row("door", 64, 100, setting=long_label + "1"), row("door", 64, 150, setting=long_label + "2")]
+    goals = {"settings": [{"family": "door", "of": "door-workers=2", "over": "door-workers=1", "factor": 1.6}]}
+    v = by_target(judge(RADAR, results(sweeps, goals)))["door-workers=2 >= 1.6 x door-workers=1 at 64 clients"]
+    assert not v.met and "1.50" in v.detail
+
+
 def test_in_turns_each_round_is_set_against_its_own_limit_and_the_median_is_judged():
     sweeps = [row("kit", 16, rate, round=r) for r, rate in enumerate((3.0, 3.6, 2.7))]
     sweeps += [row("door", 16, rate, round=r, p50=p50) for r, (rate, p50) in enumerate(((2.9, 501), (3.5, 501.5), (2.5, 530)))]
