@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -62,12 +63,14 @@ def variant_profile(workload: Workload, setting: dict) -> dict:
 
 
 def model_source(workdir: Path, models: tuple[str, ...]) -> Path:
-    """A source folder with only the workload's models, so a variant loads nothing else."""
+    """A source folder with only the workload's models, so a variant loads nothing else; made anew each time, so
+    that a work folder kept from an earlier run follows the models the workload has now."""
     source = workdir / "source"
-    if not source.exists():
-        source.mkdir(parents=True)
-        for name in (*models, "profiles", "artifacts.json", "devices"):
-            (source / name).symlink_to(SOURCE / name)
+    if source.exists():
+        shutil.rmtree(source)  # links only
+    source.mkdir(parents=True)
+    for name in (*models, "profiles", "artifacts.json", "devices"):
+        (source / name).symlink_to(SOURCE / name)
     return source
 
 
