@@ -110,13 +110,17 @@ class RadarSettings(Settings):
     canary: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RadarTextsSettings(RadarSettings):
     """RADAR's settings, inherited at build time from the model `parameters_from` names (the `radar` ensemble
     in front of it), so that the entry the clients and the door see and the model that does the work read one
-    source."""
+    source. `batches_in_flight`: how many of the classifier's full rounds (every instance's max_batch_size) may
+    be in flight at once; the builder writes it as `chunks_in_flight` (kit.control.derived), the window the
+    model hands its batches into (kit.adapters.handoff)."""
 
     parameters_from: str = ""
+    batches_in_flight: int
+    chunks_in_flight: int
 
 
 OCR_ENGINES = ("bls", "in_process")

@@ -10,7 +10,8 @@ Four rules, each keyed by a parameter of the committed config, not by model name
   lengths the export measured (token_lengths.json in the version folder), for this config's
   `max_chars`; the export must have measured them at the same `max_chars`.
 - `classifier: MODEL`: `max_batch`, MODEL's max_batch_size, so that one group of chunks always
-  fits one request to it.
+  fits one request to it; with `batches_in_flight: N` too, `chunks_in_flight`: N x MODEL's instances x
+  its max_batch_size, the chunks an entry keeps in flight (so it follows the classifier's layout).
 - `canary_from: FILE`: `canary`, the `canary` section of the export's FILE (export.json) as compact
   JSON: the golden set the front door runs through the served model (kit.control.canary), carried by
   the served config so that it reaches a door in another container. Nothing when the export has no
@@ -29,7 +30,7 @@ from kit.control.configs import RepositoryError, parameters
 from kit.pipelines.text.radar import length_buckets
 
 TOKEN_LENGTHS = "token_lengths.json"
-DERIVED = ("buckets", "max_batch", "canary")  # computed here for each model, never inherited
+DERIVED = ("buckets", "max_batch", "chunks_in_flight", "canary")  # computed here for each model, never inherited
 
 
 def inherited(config: mc.ModelConfig, configs: dict[str, mc.ModelConfig]) -> dict[str, str]:
@@ -73,6 +74,11 @@ def canary(config: mc.ModelConfig, own: dict[str, str], files: dict[str, Path]) 
     return {"canary": json.dumps(section, separators=(",", ":"))}
 
 
+def instance_count(config: mc.ModelConfig) -> int:
+    """How many instances Triton runs of `config` (a group naming GPUs has `count` on each; none: one)."""
+    return sum(group.count * max(1, len(group.gpus)) for group in config.instance_group) or 1
+
+
 def derived_parameters(config: mc.ModelConfig, configs: dict[str, mc.ModelConfig], files: dict[str, Path]) -> dict[str, str]:
     """What to add to `config`'s parameters; `files`: the model's artifacts by file name."""
     derived = inherited(config, configs) if "parameters_from" in parameters(config) else {}
@@ -85,6 +91,9 @@ def derived_parameters(config: mc.ModelConfig, configs: dict[str, mc.ModelConfig
         if classifier is None:
             raise RepositoryError(f"{config.name}: classifier {own['classifier']!r} is not in the repository")
         derived["max_batch"] = str(classifier.max_batch_size)
+        if "batches_in_flight" in own:
+            rounds = int(own["batches_in_flight"]) * instance_count(classifier) * classifier.max_batch_size
+            derived["chunks_in_flight"] = str(rounds)
     if "canary_from" in own:
         derived.update(canary(config, own, files))
     return derived

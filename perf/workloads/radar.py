@@ -103,12 +103,14 @@ class Radar(Workload):
         return {"radar_classifier": {"graph": setting["graph"]}} if "graph" in setting else {}
 
     def label(self, models: dict) -> str:
-        """Classifier instances x threads, queue delay, batch cap, bucket count, entry instances x texts per execution,
-        ragged batches, graph, queue timeout."""
+        """Classifier instances x threads, queue delay, batch cap, bucket count, entry instances x texts per execution
+        and the classifier rounds it keeps in flight, ragged batches, graph, queue timeout."""
         clf, entry = models["radar_classifier"], models.get("radar_texts", {})
         radar = models.get("radar", {})
         buckets = radar.get("parameters", {}).get("bucket_count") or parameters(load_source_config("radar"))["bucket_count"]
-        texts = entry.get("max_batch_size") or load_source_config("radar_texts").max_batch_size
+        source = load_source_config("radar_texts")
+        texts = entry.get("max_batch_size") or source.max_batch_size
+        rounds = entry.get("parameters", {}).get("batches_in_flight") or parameters(source)["batches_in_flight"]
         ragged = " ragged" if clf.get("ragged_batch") else ""
         cap = f" max-batch={clf['max_batch_size']}" if "max_batch_size" in clf else ""
         graph = f" graph={clf['graph']}" if "graph" in clf else ""
@@ -117,7 +119,7 @@ class Radar(Workload):
         )
         return (
             f"{clf.get('instances', 1)}x{clf.get('threads', 1)} delay={clf.get('max_queue_delay_microseconds', 'src')}us{cap} "
-            f"buckets={buckets} entry={entry.get('instances', 1)}x{texts}{ragged}{graph}{timeout}"
+            f"buckets={buckets} entry={entry.get('instances', 1)}x{texts} in-flight={rounds}{ragged}{graph}{timeout}"
         )
 
     def pipeline(self, spec: dict, model_dir: Path, work: Path) -> RadarPipeline:
@@ -215,10 +217,11 @@ class Radar(Workload):
 
 
 TIME_NOTE = (
-    "Triton's own counters over each run, per text request (entry = the Python model that holds the text while it waits on "
-    "its BLS calls: `radar_texts` behind the `radar` ensemble, or `radar` itself in runs from before that ensemble; its "
-    "compute is that of the execution the text was in; classifier = `radar_classifier`, per execution). Stub I/O is the "
-    "Python backends' input+output copying.\n"
+    "Triton's own counters over each run, per text request (entry = the Python model that takes the text: `radar_texts` "
+    "behind the `radar` ensemble, or `radar` itself in runs from before that ensemble; its compute is that of the "
+    "execution the text was in, which held the text until it was answered before the hand-off, and since then lasts "
+    "until its chunks fit the window of chunks in flight; classifier = `radar_classifier`, per execution). Stub I/O is "
+    "the Python backends' input+output copying.\n"
 )
 TIME_HEADERS = [
     "entry queue ms",

@@ -27,7 +27,7 @@ FLOOD = int(scale("DOOR_FLOOD", 40))
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory, radar_artifacts):
     root = tmp_path_factory.mktemp("door-tiny-queue")
-    patches = {"radar_texts": tiny_queue(4, 2, max_batch=1), "radar_classifier": tiny_queue(8, 1)}
+    patches = {"radar_texts": tiny_queue(4, 2, max_batch=1, window=4), "radar_classifier": tiny_queue(8, 1)}
     with own_server(root, patches) as server, running_door(server.options.grpc_url, root / "door.log") as door:
         yield server, door
 

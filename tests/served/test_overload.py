@@ -22,22 +22,27 @@ from tests.served.test_radar import assert_matches_reference
 OVERLOAD_STATUSES = {"StatusCode.UNAVAILABLE", "503"}
 
 
-def tiny_queue(size: int, instances: int, max_batch: int | None = None):
+def tiny_queue(size: int, instances: int, max_batch: int | None = None, window: int | None = None):
+    """`window`: the chunks an entry that hands its work off keeps in flight (radar_texts' chunks_in_flight)."""
+
     def change(config):
         policy = config.dynamic_batching.default_queue_policy
         policy.max_queue_size = size
         config.instance_group[0].count = instances
         if max_batch is not None:
             config.max_batch_size = max_batch
+        if window is not None:
+            config.parameters["chunks_in_flight"].string_value = str(window)
 
     return change
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory, radar_artifacts):
-    # The classifier's queue must hold the fan-out of the texts radar_texts runs at once (2 instances of one
-    # text, up to 4 length buckets each here), or a text could never be answered, however often it is retried.
-    patches = {"radar_texts": tiny_queue(4, 2, max_batch=1), "radar_classifier": tiny_queue(8, 1)}
+    # The classifier's queue must hold the fan-out of the chunks radar_texts keeps in flight (a window of 4: at
+    # most 4 requests), or a text could never be answered, however often it is retried; the texts beyond the
+    # window wait in radar_texts' own queue of 4, which is what overflows.
+    patches = {"radar_texts": tiny_queue(4, 2, max_batch=1, window=4), "radar_classifier": tiny_queue(8, 1)}
     with own_server(tmp_path_factory.mktemp("tiny-queue"), patches) as server:
         yield server
 

@@ -61,6 +61,16 @@ def test_max_batch_size_caps_the_classifier_and_radar_splits_its_chunks_to_fit(r
     assert configs["radar_texts"].parameters["max_batch"].string_value == "8"
 
 
+def test_the_chunks_radar_texts_keeps_in_flight_follow_the_classifiers_instances_and_batch(radar_artifacts):
+    for instances, max_batch in ((1, 8), (3, 16)):
+        spec = spec_with(max_batch_size=max_batch, preferred_batch_size=[max_batch])
+        spec["models"]["radar_classifier"]["instances"] = instances
+        spec["models"]["radar_texts"]["parameters"] = {"batches_in_flight": "2"}
+        configs = resolved("cpu", radar_artifacts.parent, spec=spec)[0]
+        assert configs["radar_texts"].parameters["chunks_in_flight"].string_value == str(2 * instances * max_batch)
+        assert "chunks_in_flight" not in configs["radar"].parameters, "the ensemble hands off nothing"
+
+
 @pytest.mark.parametrize(
     "setting, message",
     [

@@ -1,16 +1,23 @@
 """Triton adapter for RADAR's texts: a batch of texts (from the `radar` ensemble, many clients') is chunked and
 tokenized at once, and its chunks go to the classifier as BLS requests merged across texts, one per length bucket
 and classifier batch, all in flight together; each text is answered as soon as the last request holding one of
-its chunks has (kit.pipelines.text.radar.BatchScores), so a short text does not wait for a long one."""
+its chunks has (kit.pipelines.text.radar.BatchScores), so a short text does not wait for a long one.
+
+`execute` hands the batch to a loop of its own and returns once its chunks fit the window of chunks in flight
+(kit.adapters.handoff), so the instance takes its next batch while this one's answers are on their way: how many
+texts are in flight follows from what the classifier takes (`chunks_in_flight`), not from instances x batch."""
 
 import asyncio
 
 import numpy as np
 
 from kit.adapters.artifacts import radar_pipeline
+from kit.adapters.handoff import Background, Window
 from kit.adapters.settings import RadarTextsSettings
 from kit.adapters.triton import ModelCallError, Replies, infer, input_array
 from kit.pipelines.text.radar import decode_request_text
+
+DRAIN_S = 60.0  # at unload, how long the texts in flight may take to be answered
 
 
 class TritonPythonModel:
@@ -20,12 +27,13 @@ class TritonPythonModel:
         # Version N of radar_texts calls version N of its classifier, the graph exported with its tokenizer and golden
         # set: while a new version is checked (kit.control.deploy) the old one keeps calling the old graph.
         self.version = int(args["model_version"])
+        self.window = Window(self.settings.chunks_in_flight)
+        self.background = Background(f"radar_texts-{args['model_instance_name']}")
 
     def text(self, request) -> str:
         return decode_request_text(input_array(request, "TEXT"), self.settings.max_text_bytes)
 
-    async def classify(self, replies: Replies, kept: list[int], texts: list[str], trace) -> None:
-        plan = self.pipeline.plan_many(texts)
+    async def classify(self, replies: Replies, kept: list[int], plan, held: int, trace) -> None:
         scores = self.pipeline.scores(plan)
 
         async def send(number, group):
@@ -41,16 +49,29 @@ class TritonPythonModel:
                 outputs = {"SCORE": np.array([result.score], dtype=np.float32), "CHUNK_SCORES": result.chunk_scores}
                 replies.answer(kept[text], outputs | {"CHUNK_SPANS": result.spans})
 
-        await asyncio.gather(*(send(number, group) for number, group in enumerate(plan.groups)))
+        try:
+            await asyncio.gather(*(send(number, group) for number, group in enumerate(plan.groups)))
+        except Exception as exc:  # a bug fails the batch's unanswered texts, not the stub
+            replies.close(exc)
+        finally:
+            replies.close()
+            self.window.release(held)
 
-    async def execute(self, requests):
+    def execute(self, requests):
         replies = Replies(requests, "radar")
         try:
             kept, texts = replies.checked(self.text, requests)
-            if texts:
-                # The first text's trace goes with the chunks, so Triton's request traces show the classifier's work.
-                await self.classify(replies, kept, texts, requests[kept[0]].trace())
-        except Exception as exc:  # a bug fails the batch's unanswered texts, not the stub
+            if not texts:
+                return None
+            plan = self.pipeline.plan_many(texts)
+            held = self.window.acquire(len(plan.owners))
+        except Exception as exc:  # a bug fails the batch, not the stub
             replies.close(exc)
-        replies.close()
+            return None
+        # The first text's trace goes with the chunks, so Triton's request traces show the classifier's work.
+        self.background.submit(self.classify(replies, kept, plan, held, requests[kept[0]].trace()))
         return None
+
+    def finalize(self):
+        self.window.drain(DRAIN_S)
+        self.background.stop()
