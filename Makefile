@@ -142,7 +142,7 @@ clean: ## remove virtualenvs, exported models and built repositories
 PERF_CHECKPOINT := $(ARTIFACTS)/checkpoints/radar-large
 PERF_MODEL := $(ARTIFACTS)/radar-large/export.json
 
-.PHONY: perf perf-quick perf-precision perf-precision-quick tune perf-report
+.PHONY: perf perf-quick perf-precision perf-precision-quick perf-text-mix perf-sim tune perf-report
 
 perf: $(VENV)/serve/.installed $(PERF_MODEL) ## full RADAR sweep: kit vs Flask/gunicorn/FastAPI baselines and the offline limit -> perf/results/radar/REPORT.md (~35 min)
 	$(SERVE_PY) -m perf sweep --spec full --out perf/results/radar
@@ -155,6 +155,12 @@ perf-precision: $(VENV)/serve/.installed $(PERF_MODEL) ## the limit, the kit and
 
 perf-precision-quick: $(VENV)/serve/.installed $(RADAR_INT8_ONNX) ## the same three graphs on the tiny stand-in, few requests (a few minutes) -> build/perf/results-precision-quick/REPORT.md
 	$(SERVE_PY) -m perf sweep --spec precision-quick --out build/perf/results-precision-quick
+
+perf-text-mix: $(VENV)/serve/.installed $(PERF_MODEL) ## RADAR on long and one-chunk texts against their limits, in turns, two windows of chunks in flight (~25 min) -> perf/results/radar/text-mix/REPORT.md
+	$(SERVE_PY) -m perf sweep --spec text-mix --out perf/results/radar/text-mix
+
+perf-sim: $(VENV)/serve/.installed $(RADAR_ONNX) $(RESNET_ONNX) ## serving overhead on a simulated H100: every design's CPU per chunk, by process, and what 16 cores could feed (~15 min) -> perf/results/sim-h100/REPORT.md
+	$(SERVE_PY) -m perf sweep --spec sim-h100 --out perf/results/sim-h100
 
 tune: $(VENV)/serve/.installed $(PERF_MODEL) ## search instances x threads x batch cap x queue delay x buckets; write the winner into model_repository/profiles/cpu.json
 	$(SERVE_PY) -m perf.tune --spec tune
