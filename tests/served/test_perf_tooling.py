@@ -113,7 +113,7 @@ def test_sweep_measures_the_kit_and_a_baseline_with_perf_analyzer(tiny_sweep):
 def test_kit_runs_carry_tritons_time_split(tiny_sweep):
     _, results = tiny_sweep
     kit = next(r for r in results["sweeps"] if r["family"] == "kit")
-    assert kit["triton"]["radar"]["requests"] >= kit["requests"]
+    assert kit["triton"]["radar_texts"]["requests"] >= kit["requests"]  # counted when handed off, before the answer
     assert kit["triton"]["radar_classifier"]["inferences"] >= kit["requests"]  # at least one chunk per text
 
 
@@ -242,7 +242,9 @@ def test_in_turns_the_kit_and_its_door_answer_every_round_and_each_round_measure
         assert row["error"] is None and row["requests"] > 0 and 0 < row["p50_ms"] <= row["p99_ms"]
     door = next(r for r in rows if r["family"] == "door")
     assert "door" in door["server_cpu_s_by_role"] and "tritonserver" in door["server_cpu_s_by_role"]
-    assert door["triton"]["radar"]["requests"] >= door["requests"]  # the door's texts reached Triton
+    # The door's texts reached Triton: radar_texts counts a text when its execution hands it off, before it is
+    # answered (the ensemble counts it after its answer has gone, so a window can end between the two).
+    assert door["triton"]["radar_texts"]["requests"] >= door["requests"]
     assert [r["round"] for r in results["limit_rounds"]] == [0, 1] and results["limit"]["best"]["chunks_per_s"] > 0
     assert results["accuracy"]["requests"] == 3 and results["accuracy"]["max_abs_diff"] < 1e-4
     report = (out / "REPORT.md").read_text()
