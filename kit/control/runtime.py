@@ -19,7 +19,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import psutil
 
@@ -195,6 +195,8 @@ class Stub:
     process: psutil.Process
     instance: str
     shm_region: str | None
+    model_py: str = ""  # <repository>/<model>/<version>/model.py: which version the instance serves
+    reaped: bool = False  # gone while its version still served, with nothing in its place: it died
 
     @classmethod
     def from_process(cls, process: psutil.Process) -> Stub | None:
@@ -206,7 +208,7 @@ class Stub:
             return None
         # argv: stub, model.py, shm region, shm sizes, parent pid, backend dir, ..., instance name, runtime
         region = next((a for a in args if a.startswith(SHM_PREFIX)), None)
-        return cls(process, args[-2], region)
+        return cls(process, args[-2], region, args[1])
 
     def alive(self) -> bool:
         try:
@@ -270,16 +272,34 @@ class TritonServer:
             return self.stubs
         found = [stub for stub in map(Stub.from_process, children) if stub is not None]
         pids = {stub.process.pid for stub in found}
-        return found + [stub for stub in self.stubs if stub.process.pid not in pids and stub.died()]
+        return found + [stub for stub in self.stubs if stub.process.pid not in pids and (stub.died() or stub.reaped)]
 
     def is_ready(self) -> bool:
         return answers_ok(f"http://{self.options.http_url}/v2/health/ready")
 
     def dead_stubs(self) -> list[str]:
         """Instances whose stub process died. Triton >= 24.06 does not restart them and keeps
-        reporting the server and the model ready, while requests sent to that instance fail."""
+        reporting the server and the model ready, while requests sent to that instance fail. A dead stub
+        is a zombie until Triton checks the instance's health, which reaps it (waitpid): so a stub that is
+        gone while its version still serves, and no stub took its place (a reload starts one for the same
+        instance and version), died too; an unload takes the version out of readiness before its stubs go."""
+        previous = self.stubs
         self.stubs = self.current_stubs()
-        return [stub.instance for stub in self.stubs if stub.died()]
+        serving = {(stub.model_py, stub.instance) for stub in self.stubs}
+        for stub in previous:
+            if stub in self.stubs or (stub.model_py, stub.instance) in serving or stub.died():
+                continue
+            if stub.reaped or self.version_ready(stub):
+                stub.reaped = True
+                self.stubs.append(stub)
+        return [stub.instance for stub in self.stubs if stub.died() or stub.reaped]
+
+    def version_ready(self, stub: Stub) -> bool:
+        parts = PurePath(stub.model_py).parts
+        if len(parts) < 3:
+            return False
+        model, version = parts[-3], parts[-2]
+        return answers_ok(f"http://{self.options.http_url}/v2/models/{model}/versions/{version}/ready")
 
     def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
