@@ -95,9 +95,13 @@ class Repository:
     def config_on_disk(self, model: str) -> mc.ModelConfig:
         return parse_config((self.folder / model / "config.pbtxt").read_text())
 
-    def serving(self, model: str) -> list[int]:
+    def states(self, model: str) -> list[tuple[int, str | None]]:
+        """Each version of `model` in the repository index, with its state (READY, UNLOADING, ...)."""
         index = self.client.get_model_repository_index(headers=self.headers)
-        return sorted(int(m["version"]) for m in index if m["name"] == model and m.get("state") == "READY")
+        return [(int(m["version"]), m.get("state")) for m in index if m["name"] == model and m.get("version")]
+
+    def serving(self, model: str) -> list[int]:
+        return sorted(version for version, state in self.states(model) if state == "READY")
 
     def unloaded(self, model: str, version: int, timeout: float = UNLOAD_TIMEOUT) -> None:
         """Waits until `version` of `model` is gone, not only no longer taking requests: an ensemble's old version
@@ -106,9 +110,7 @@ class Repository:
         unloaded only after what calls it is."""
         deadline = time.monotonic() + timeout
         while True:
-            index = self.client.get_model_repository_index(headers=self.headers)
-            states = {m.get("state") for m in index if m["name"] == model and m.get("version") == str(version)}
-            if not states & {"READY", "UNLOADING"}:
+            if not any(v == version and state in ("READY", "UNLOADING") for v, state in self.states(model)):
                 return
             if time.monotonic() > deadline:
                 raise DeployError(f"{model} {version} was still unloading after {timeout:.0f} s")
