@@ -217,12 +217,16 @@ class Stub:
             return False
 
     def died(self) -> bool:
-        """A zombie: it exited and the server did not reap it, as Triton does not when a stub dies. A stub
-        that is gone altogether was reaped when its model version was unloaded, which is no death."""
+        """A zombie: it exited and the server has not reaped it yet. A stub that is gone altogether was reaped,
+        by an unload (no death) or by Triton's health check of a dead one: TritonServer.dead_stubs tells which."""
         try:
             return self.process.status() == psutil.STATUS_ZOMBIE
         except psutil.NoSuchProcess:
             return False
+
+    def dead(self) -> bool:
+        """Died: a zombie, or reaped by Triton while its version still served (TritonServer.dead_stubs)."""
+        return self.reaped or self.died()
 
 
 def answers_ok(url: str, timeout: float = 2) -> bool:
@@ -272,7 +276,7 @@ class TritonServer:
             return self.stubs
         found = [stub for stub in map(Stub.from_process, children) if stub is not None]
         pids = {stub.process.pid for stub in found}
-        return found + [stub for stub in self.stubs if stub.process.pid not in pids and (stub.died() or stub.reaped)]
+        return found + [stub for stub in self.stubs if stub.process.pid not in pids and stub.dead()]
 
     def is_ready(self) -> bool:
         return answers_ok(f"http://{self.options.http_url}/v2/health/ready")
@@ -292,7 +296,7 @@ class TritonServer:
             if stub.reaped or self.version_ready(stub):
                 stub.reaped = True
                 self.stubs.append(stub)
-        return [stub.instance for stub in self.stubs if stub.died() or stub.reaped]
+        return [stub.instance for stub in self.stubs if stub.dead()]
 
     def version_ready(self, stub: Stub) -> bool:
         parts = PurePath(stub.model_py).parts
