@@ -269,14 +269,15 @@ class TritonServer:
 
     def current_stubs(self) -> list[Stub]:
         """The server's stubs now, as models load and unload versions while it runs (kit.control.deploy),
-        and the known ones that died: a zombie's command line can no longer be read, so it is kept from before."""
+        and the known ones that died (a zombie's command line can no longer be read, so it is kept from before) or
+        still run outside the server's tree: a killed server's orphans, which a restart must still reap."""
         try:
             children = psutil.Process(self.process.pid).children()
         except psutil.NoSuchProcess:
             return self.stubs
         found = [stub for stub in map(Stub.from_process, children) if stub is not None]
         pids = {stub.process.pid for stub in found}
-        return found + [stub for stub in self.stubs if stub.process.pid not in pids and stub.dead()]
+        return found + [stub for stub in self.stubs if stub.process.pid not in pids and (stub.dead() or stub.alive())]
 
     def is_ready(self) -> bool:
         return answers_ok(f"http://{self.options.http_url}/v2/health/ready")
