@@ -157,7 +157,27 @@ class HealthCodeSettings(OcrModelSettings):
 
 
 @dataclass(frozen=True)
-class Resnet50Settings(Settings):
+class PricedSettings(Settings):
+    """A model that plans merged runs by their cost (kit.pipelines.batching.merge) may price them from a device
+    table instead of a measured cost file: `merge_table`, a table's file in the version folder, its `merge_curve`
+    rows at `merge_precision` (kit.runners.simulated's tables, which export.gpu_levers measures on a GPU)."""
+
+    merge_table: str = field(default="", kw_only=True)
+    merge_curve: str = field(default="", kw_only=True)
+    merge_precision: str = field(default="fp16", kw_only=True)
+
+    def check_merge(self) -> None:
+        if bool(self.merge_table) != bool(self.merge_curve):
+            raise SettingsError("merge_table and merge_curve go together: a device table and its model's rows")
+        if self.merge_precision not in TORCH_DTYPES:
+            raise SettingsError(f"merge_precision {self.merge_precision!r} is not one of {TORCH_DTYPES}")
+
+
+@dataclass(frozen=True)
+class Resnet50Settings(PricedSettings):
+    """The `cost` policy prices runs by `cost_model` (export.resnet_cost, measured at export), or by a device
+    table's curve where `merge_table` names one (a simulated or measured GPU)."""
+
     backbone: str
     merge_policy: str
     cost_model: str
@@ -166,6 +186,7 @@ class Resnet50Settings(Settings):
     def __post_init__(self) -> None:
         if self.merge_policy not in POLICIES:
             raise SettingsError(f"merge_policy {self.merge_policy!r} is not one of {POLICIES}")
+        self.check_merge()
 
 
 def require_cpu_inputs(force_cpu_only_input_tensors: bool) -> None:
@@ -175,7 +196,14 @@ def require_cpu_inputs(force_cpu_only_input_tensors: bool) -> None:
 
 
 @dataclass(frozen=True)
-class OnnxRunnerSettings(Settings):
+class RunnerSettings(PricedSettings):
+    """What every runner takes: with a `merge_table`, requests of different shapes run as one padded batch where
+    the table predicts that cheaper (kit/adapters/runner.py); without one, only equal shapes run together, as in
+    Triton."""
+
+
+@dataclass(frozen=True)
+class OnnxRunnerSettings(RunnerSettings):
     """The runner of an ONNX model (kit/adapters/onnx_runner_model.py): ONNX Runtime's CPU provider, or
     the CUDA / TensorRT one where onnxruntime-gpu is installed (on the instance's GPU).
     FORCE_CPU_ONLY_INPUT_TENSORS is the Python backend's own parameter (default yes), declared so
@@ -190,10 +218,11 @@ class OnnxRunnerSettings(Settings):
         require_cpu_inputs(self.FORCE_CPU_ONLY_INPUT_TENSORS)
         if self.provider not in ONNX_PROVIDERS:
             raise SettingsError(f"provider {self.provider!r} is not one of {ONNX_PROVIDERS}")
+        self.check_merge()
 
 
 @dataclass(frozen=True)
-class TorchRunnerSettings(Settings):
+class TorchRunnerSettings(RunnerSettings):
     """The PyTorch runner of a checkpoint folder (kit/adapters/torch_runner_model.py). `device` cuda
     means the GPU Triton placed the instance on; `cuda_graphs` is how many input shapes may have a
     captured graph (kit.runners.torch). FORCE_CPU_ONLY_INPUT_TENSORS as for the ONNX runner: the
@@ -215,10 +244,11 @@ class TorchRunnerSettings(Settings):
             raise SettingsError("dtype fp16 needs device cuda: the runner refuses half precision on the CPU")
         if self.cuda_graphs < 0:
             raise SettingsError(f"cuda_graphs {self.cuda_graphs} must be a count of shapes, 0 for none")
+        self.check_merge()
 
 
 @dataclass(frozen=True)
-class SimRunnerSettings(Settings):
+class SimRunnerSettings(RunnerSettings):
     """The simulated accelerator (kit/adapters/sim_runner_model.py, kit.runners.simulated): `sim_table` is the device
     table's file in the version folder, `curve` its model's rows, at `precision`."""
 
@@ -231,6 +261,7 @@ class SimRunnerSettings(Settings):
         require_cpu_inputs(self.FORCE_CPU_ONLY_INPUT_TENSORS)
         if self.precision not in TORCH_DTYPES:
             raise SettingsError(f"precision {self.precision!r} is not one of {TORCH_DTYPES}")
+        self.check_merge()
 
 
 SETTINGS: dict[str, type[Settings]] = {

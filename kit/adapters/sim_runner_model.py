@@ -14,3 +14,4 @@ class TritonPythonModel(RunnerModel):
         settings, version_dir = SimRunnerSettings.from_args(args)
         sizes = {o["name"]: int(o["dims"][-1]) for o in config["output"]}
         self.model = SimulatedModel(version_dir / settings.sim_table, settings.curve, settings.precision, sizes)
+        self.plan_runs(args, settings, version_dir)

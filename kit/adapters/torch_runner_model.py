@@ -18,3 +18,4 @@ class TritonPythonModel(RunnerModel):
         device = f"cuda:{args.get('model_instance_device_id', 0)}" if settings.device == "cuda" else "cpu"
         options = TorchOptions(settings.dtype, device, settings.cuda_graphs)
         self.model = TorchModel.from_checkpoint(version_dir / settings.torch_model, output_names, options)
+        self.plan_runs(args, settings, version_dir)

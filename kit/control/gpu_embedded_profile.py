@@ -18,8 +18,9 @@ Derived by backend from the same sources as the other profiles, never by model n
 - `python` models (entry models, pre/post-processing) stay on `KIND_CPU`: they hold no weights.
 
 Settings: `runner`, `gpus` (default [0]), `device`, `dtype`, `cuda_graphs`, `threads`, `provider`, `table`, `curve`,
-`precision`, and the
-common ones of kit.control.profiles; `instances` counts per GPU for a GPU placement. The values
+`precision`, `merge` (any runner: `{"table": ..., "curve": ...}`, a device table that prices a run, so that requests
+of different shapes run as one padded batch where that is cheaper; kit/adapters/runner.py), and the common ones of
+kit.control.profiles; `instances` counts per GPU for a GPU placement. The values
 of the runner settings are checked by their typed settings (kit.adapters.settings) at build.
 """
 
@@ -36,7 +37,8 @@ RUNNER_KEYS = {
     "sim": frozenset({"table", "curve", "precision"}),
 }
 TORCH_DEVICES = ("cuda", "cpu")
-SETTINGS = COMMON | {"runner"} | frozenset().union(*RUNNER_KEYS.values())
+SETTINGS = COMMON | {"runner", "merge"} | frozenset().union(*RUNNER_KEYS.values())
+MERGE_KEYS = frozenset({"table", "curve", "precision"})
 CHECKPOINT = "checkpoint"
 CPU_PROVIDER = "CPUExecutionProvider"
 
@@ -80,6 +82,19 @@ def _sim_runner(config: mc.ModelConfig, settings: dict) -> bool:
 RUNNERS = {"torch": _torch_runner, "onnx": _onnx_runner, "sim": _sim_runner}
 
 
+def _merge(config: mc.ModelConfig, merge: object, precision: str) -> None:
+    """Sets the runner's cost of a run (kit/adapters/runner.py): a device table, its model's rows and a precision
+    (the runner's own unless given)."""
+    if not isinstance(merge, dict) or set(merge) - MERGE_KEYS or not {"table", "curve"} <= set(merge):
+        raise RepositoryError(
+            f'{config.name}: merge takes {{"table": a table of model_repository/devices, "curve": its model, '
+            f'"precision": optional}}, not {merge!r}'
+        )
+    set_parameter(config, "merge_table", f"{merge['table']}.json")
+    set_parameter(config, "merge_curve", merge["curve"])
+    set_parameter(config, "merge_precision", merge.get("precision", precision))
+
+
 def apply_gpu_embedded_profile(config: mc.ModelConfig, settings: dict) -> mc.ModelConfig:
     """The embedded GPU placement for one model: a modified copy of its canonical config."""
     check_keys(config, settings, SETTINGS, "gpu-embedded")
@@ -93,11 +108,14 @@ def apply_gpu_embedded_profile(config: mc.ModelConfig, settings: dict) -> mc.Mod
         runner = settings.get("runner", "onnx")
         if runner not in RUNNERS:
             raise RepositoryError(f"{config.name}: unknown runner {runner!r} (known: {sorted(RUNNERS)})")
-        foreign = own - RUNNER_KEYS[runner] - {"runner"}
+        foreign = own - RUNNER_KEYS[runner] - {"runner", "merge"}
         if foreign:
             raise RepositoryError(f"{config.name}: {sorted(foreign)} do not apply to the {runner} runner")
         config.backend = "python"
         on_gpu = RUNNERS[runner](config, settings)
+        if settings.get("merge") is not None:  # null: a variant that turns a profile's merge off
+            own_precision = settings.get("precision", settings.get("dtype", "fp32" if runner == "onnx" else "fp16"))
+            _merge(config, settings["merge"], own_precision)
         set_parameter(config, "FORCE_CPU_ONLY_INPUT_TENSORS", "yes")
     else:
         raise RepositoryError(f"{config.name}: no embedded GPU placement for backend {config.backend!r}")

@@ -37,6 +37,7 @@ from kit.control.derived import derived_parameters
 from kit.control.gpu_embedded_profile import apply_gpu_embedded_profile
 from kit.control.gpu_profile import apply_gpu_profile
 from kit.control.profiles import apply_ensemble, load_profile
+from kit.runners.simulated import Curve, SimulationError
 
 ADAPTERS = Path(__file__).resolve().parents[1] / "adapters"
 # The runner installed as model.py, by the parameter that names the model file it serves.
@@ -99,16 +100,34 @@ def artifact_files(model: str, artifacts: Path, manifest: dict) -> dict[str, Pat
     return files
 
 
-def device_table(config: mc.ModelConfig, source: Path) -> dict[str, Path]:
-    """The device table a simulated accelerator runs on (its `sim_table`), as a file of its version folder."""
-    table = parameters(config).get("sim_table")
-    if table is None:
-        return {}
-    path = source / DEVICES / table
-    if not path.is_file():
-        known = sorted(p.name for p in (source / DEVICES).glob("*.json"))
-        raise RepositoryError(f"{config.name}: no device table {table} in model_repository/{DEVICES} (known: {known})")
-    return {table: path}
+TABLES = (("sim_table", "curve", "precision"), ("merge_table", "merge_curve", "merge_precision"))
+
+
+def device_tables(config: mc.ModelConfig, source: Path) -> dict[str, Path]:
+    """The device tables a model reads (a simulated accelerator's `sim_table`, the `merge_table` that prices its
+    runs), as files of its version folder."""
+    params, files = parameters(config), {}
+    for table_key, _, _ in TABLES:
+        table = params.get(table_key)
+        if table is None:
+            continue
+        path = source / DEVICES / table
+        if not path.is_file():
+            known = sorted(p.name for p in (source / DEVICES).glob("*.json"))
+            raise RepositoryError(f"{config.name}: no device table {table} in model_repository/{DEVICES} (known: {known})")
+        files[table] = path
+    return files
+
+
+def check_device_tables(config: mc.ModelConfig, files: dict[str, Path]) -> None:
+    """Each device table has the rows its model names, at its precision: refused at build, not at load."""
+    params = parameters(config)
+    for table_key, curve_key, precision_key in TABLES:
+        if table_key in params:
+            try:
+                Curve.from_file(files[params[table_key]], params.get(curve_key, ""), params.get(precision_key, "fp16"))
+            except SimulationError as exc:
+                raise RepositoryError(f"{config.name}: {table_key} {params[table_key]}: {exc}") from None
 
 
 def check_settings(model: str, config: mc.ModelConfig, files: dict[str, Path]) -> None:
@@ -142,12 +161,13 @@ def resolved(
     configs = profile_configs(profile, source, spec)
     chosen = list(configs) if models is None else list(models)
     manifest = json.loads((source / "artifacts.json").read_text())
-    files = {model: artifact_files(model, artifacts, manifest) | device_table(configs[model], source) for model in chosen}
+    files = {model: artifact_files(model, artifacts, manifest) | device_tables(configs[model], source) for model in chosen}
     for model in chosen:
         config = configs[model]
         for key, value in derived_parameters(config, configs, files[model]).items():
             set_parameter(config, key, value)
         check_settings(model, config, files[model])
+        check_device_tables(config, files[model])
         if config.platform == ENSEMBLE:
             check_steps(config, configs)
             pin_steps(config, FIRST_VERSION)

@@ -2,7 +2,9 @@
 
 Triton's dynamic batcher hands a runner (the ONNX and PyTorch adapters) a list of requests;
 `run_batched` merges those whose tensors have equal shapes (apart from the batch axis) into one
-run and splits the outputs back. Any callable from named arrays to named arrays is a model here.
+run and splits the outputs back, or runs the groups of a given plan, each stacked by a given
+function (padding, where a plan merges shapes). Any callable from named arrays to named arrays is
+a model here.
 """
 
 from __future__ import annotations
@@ -27,18 +29,23 @@ def group_by_shape(requests: Sequence[Inputs]) -> list[list[int]]:
 
 
 def run_batched(
-    run: Callable[[Inputs], dict[str, np.ndarray]], requests: Sequence[Inputs]
+    run: Callable[[Inputs], dict[str, np.ndarray]],
+    requests: Sequence[Inputs],
+    plan: Sequence[Sequence[int]] | None = None,
+    stack: Callable[[list[np.ndarray]], np.ndarray] = np.concatenate,
 ) -> list[dict[str, np.ndarray] | Exception]:
-    """Run each shape group once; return per request its outputs or its own exception.
+    """Run each group once (the plan's, or else each shape group); return per request its outputs or
+    its own exception. `stack` joins one input's arrays of a group into the batch: concatenation for
+    equal shapes; a plan that merges shapes needs one that pads. Outputs are split back by rows.
 
     When a merged run fails (say one request carries a token id outside the vocabulary), its
     requests are run one by one, so that only the bad request fails and the rest of the batch is
     still answered.
     """
     results: list[dict[str, np.ndarray] | Exception] = [None] * len(requests)  # type: ignore[list-item]
-    for group in group_by_shape(requests):
+    for group in plan if plan is not None else group_by_shape(requests):
         names = requests[group[0]].keys()
-        merged = {name: np.concatenate([requests[i][name] for i in group]) for name in names}
+        merged = {name: stack([requests[i][name] for i in group]) for name in names}
         try:
             outputs = run(merged)
         except Exception as exc:

@@ -64,6 +64,14 @@ class Curve:
             )
         return cls(tuple(sorted(batches)), batches)
 
+    @classmethod
+    def from_file(cls, path: Path, model: str, precision: str) -> Curve:
+        return cls.from_table(json.loads(path.read_text()), model, precision)
+
+    def samples(self) -> list[tuple[int, int, float]]:
+        """(batch, work per item, wall seconds) of every measured batch: what a cost model of runs is fitted to."""
+        return [(b, work, ms / 1000) for work, (sizes, wall, _) in self.batches.items() for b, ms in zip(sizes, wall)]
+
     def seconds(self, batch: int, work: int) -> float:
         """The simulated time of one batch of `batch` items of `work` each."""
         measured = self.work[max(0, bisect.bisect_right(self.work, work) - 1)]
@@ -91,7 +99,7 @@ class SimulatedModel:
     output vector."""
 
     def __init__(self, table: Path, curve: str, precision: str, outputs: dict[str, int]):
-        self.curve = Curve.from_table(json.loads(table.read_text()), curve, precision)
+        self.curve = Curve.from_file(table, curve, precision)
         self.outputs = outputs
         self.stream = threading.Lock()
         self.counters = Path(os.environ[COUNTERS_ENV]) if os.environ.get(COUNTERS_ENV) else None

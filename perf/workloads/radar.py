@@ -104,7 +104,8 @@ class Radar(Workload):
 
     def label(self, models: dict) -> str:
         """Classifier instances x threads, queue delay, batch cap, bucket count, entry instances x texts per execution
-        and the classifier rounds it keeps in flight, ragged batches, graph, queue timeout."""
+        and the classifier rounds it keeps in flight, ragged batches, graph, the table pricing merged lengths, queue
+        timeout."""
         clf, entry = models["radar_classifier"], models.get("radar_texts", {})
         radar = models.get("radar", {})
         buckets = radar.get("parameters", {}).get("bucket_count") or parameters(load_source_config("radar"))["bucket_count"]
@@ -114,6 +115,7 @@ class Radar(Workload):
         ragged = " ragged" if clf.get("ragged_batch") else ""
         cap = f" max-batch={clf['max_batch_size']}" if "max_batch_size" in clf else ""
         graph = f" graph={clf['graph']}" if "graph" in clf else ""
+        graph += f" merge={clf['merge']['table']}" if clf.get("merge") else ""
         timeout = (
             f" queue-timeout={entry['default_timeout_microseconds'] / 1e6:g}s" if "default_timeout_microseconds" in entry else ""
         )

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import json
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -174,20 +173,24 @@ def measure_torch(
 def measure_sim(
     table: Path, curve: str, precision: str, pipeline: RadarPipeline, texts: list[str], batch_sizes: list[int]
 ) -> dict:
-    """Chunks/s of a simulated device (kit.runners.simulated) on every chunk, bucket by bucket in batches: the sum
-    of its batch times from its table, nothing run."""
+    """Chunks/s of a simulated device (kit.runners.simulated) on every chunk, in batches bucket by bucket, and in
+    batches of any lengths padded to their longest (sorted by length, as a runner that merges lengths would run
+    them): the sum of its batch times from its table, nothing run."""
     every_row = chunk_rows(pipeline, texts)
-    device, layouts = Curve.from_table(json.loads(table.read_text()), curve, precision), []
+    device, layouts = Curve.from_file(table, curve, precision), []
+    lengths = sorted(len(ids) for ids, _ in every_row)
     for b in batch_sizes:
-        seconds = sum(device.seconds(len(ids), ids.shape[1]) for ids, _ in batches(every_row, b))
-        layouts.append(
-            {
-                "layout": f"simulated {table.stem} ({curve}, {precision})",
-                "batch": b,
-                "chunks_per_s": len(every_row) / seconds,
-                "chunks_per_cpu_s": 0.0,
-            }
-        )
+        bucketed = sum(device.seconds(len(ids), ids.shape[1]) for ids, _ in batches(every_row, b))
+        padded = sum(device.seconds(len(part), part[-1]) for part in (lengths[i : i + b] for i in range(0, len(lengths), b)))
+        for name, seconds in (("length by length", bucketed), ("lengths padded together", padded)):
+            layouts.append(
+                {
+                    "layout": f"simulated {table.stem} ({curve}, {precision}), {name}",
+                    "batch": b,
+                    "chunks_per_s": len(every_row) / seconds,
+                    "chunks_per_cpu_s": 0.0,
+                }
+            )
     return summary(every_row, texts, every_row, layouts, runner="sim", table=table.name)
 
 

@@ -209,3 +209,38 @@ def test_a_device_table_that_is_not_there_is_named_with_the_ones_that_are(radar_
     spec["models"]["radar_classifier"]["table"] = "a100"
     with pytest.raises(RepositoryError, match=r"no device table a100.json .*h100.json"):
         resolved("sim-h100", radar_artifacts.parent, spec=spec)
+
+
+def test_a_runner_priced_by_a_device_table_gets_it_linked_at_the_runners_precision(tmp_path, radar_artifacts):
+    spec = load_profile("sim-h100")
+    spec["models"]["radar_classifier"]["merge"] = {"table": "h100", "curve": "radar"}
+    configs = build("sim-h100", tmp_path / "repo", radar_artifacts.parent, spec=spec)
+    params = parameters(configs["radar_classifier"])
+    assert (params["merge_table"], params["merge_curve"], params["merge_precision"]) == ("h100.json", "radar", "fp16")
+    assert SimRunnerSettings.from_parameters(params).merge_table == "h100.json"
+    assert (tmp_path / "repo" / "radar_classifier" / "1" / "h100.json").samefile(SOURCE / "devices" / "h100.json")
+    onnx = apply_gpu_embedded_profile(load_source_config("ocr_rec"), {"merge": {"table": "h100", "curve": "radar"}})
+    assert parameters(onnx)["merge_precision"] == "fp32"
+
+
+@pytest.mark.parametrize(
+    ("merge", "message"),
+    [
+        ({"table": "h100"}, "merge takes"),
+        ("h100", "merge takes"),
+        ({"table": "h100", "curve": "radar", "batch": 64}, "merge takes"),
+        ({"table": "h100", "curve": "bert"}, r"merge_table h100.json: the device table has no 'bert' rows"),
+        ({"table": "a100", "curve": "radar"}, r"no device table a100.json"),
+    ],
+)
+def test_a_merge_price_that_cannot_be_read_is_refused_at_build_naming_it(radar_artifacts, merge, message):
+    spec = load_profile("sim-h100")
+    spec["models"]["radar_classifier"]["merge"] = merge
+    with pytest.raises(RepositoryError, match=message):
+        resolved("sim-h100", radar_artifacts.parent, spec=spec)
+
+
+def test_a_null_merge_turns_the_profiles_pricing_off_and_each_length_runs_apart():
+    settings = {**PROFILE["radar_classifier"], "merge": None}
+    params = parameters(apply_gpu_embedded_profile(load_source_config("radar_classifier"), settings))
+    assert "merge_table" not in params and not TorchRunnerSettings.from_parameters(params).merge_table

@@ -10,6 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kit.adapters.artifacts import cost_model
+from kit.adapters.pricing import priced_cost_model
+from kit.adapters.settings import Resnet50Settings, SettingsError
+from kit.control.configs import SOURCE
 from kit.pipelines.batching.merge import (
     POLICIES,
     CostModel,
@@ -185,3 +188,25 @@ def test_bad_images_are_rejected_with_a_reason(shape, fill, message):
 
 def test_images_at_the_pixel_limit_pass():
     check_images(np.zeros((2, 3, 64, 64), dtype=np.float32), max_pixels=64 * 64)
+
+
+def resnet_settings(**merge: str) -> Resnet50Settings:
+    return Resnet50Settings(
+        backbone="resnet50_backbone", merge_policy="cost", cost_model="cost.json", max_image_pixels=1 << 20, **merge
+    )
+
+
+def test_priced_by_the_h100s_launch_bound_times_mixed_image_shapes_run_as_one_batch(tmp_path):
+    (tmp_path / "h100.json").symlink_to(SOURCE / "devices" / "h100.json")
+    cost = priced_cost_model(resnet_settings(merge_table="h100.json", merge_curve="resnet50"), tmp_path)
+    rng = np.random.default_rng(3)
+    requests = [Request((3, int(h), int(w))) for h, w in rng.integers(174, 275, size=(16, 2))]
+    plan = make_planner("cost", 64, cost)(requests)
+    assert len(plan) == 1 and sorted(plan[0]) == list(range(16))  # ~11 ms a batch of 1-64 in eager FP16
+    assert make_planner("cost", 8, cost)(requests) != plan  # but never past the batch cap
+    assert priced_cost_model(resnet_settings(), tmp_path) is None  # no table: the export's measured cost file serves
+
+
+def test_a_table_without_its_curve_is_refused():
+    with pytest.raises(SettingsError, match="merge_table and merge_curve go together"):
+        resnet_settings(merge_table="h100.json")

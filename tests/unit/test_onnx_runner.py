@@ -1,8 +1,14 @@
 """The runner's merge-and-split logic, on a real ONNX Runtime session of the exported classifier."""
 
+import json
+
 import numpy as np
 import pytest
 
+from kit.adapters.runner import RunnerModel, padded
+from kit.adapters.settings import OnnxRunnerSettings
+from kit.control.configs import SOURCE
+from kit.pipelines.batching.merge import Request
 from kit.runners.batched import group_by_shape, run_batched
 from kit.runners.onnx import OnnxModel
 
@@ -42,3 +48,39 @@ def test_a_failing_request_fails_alone_and_the_rest_of_its_group_is_answered(mod
     assert isinstance(results[2], Exception)
     for i in (0, 1, 3):
         np.testing.assert_allclose(results[i]["logits"], model(requests[i])["logits"], atol=1e-5)
+
+
+def test_a_plan_that_merges_lengths_pads_them_and_each_request_gets_what_it_gets_alone(model):
+    rng = np.random.default_rng(2)
+    requests = [request(rng, b, n) for b, n in [(2, 16), (1, 32), (3, 24)]]
+    merged = run_batched(model, requests, plan=[[0, 1, 2]], stack=padded)
+    for inputs, result in zip(requests, merged):
+        np.testing.assert_allclose(result["logits"], model(inputs)["logits"], atol=1e-5)
+
+
+def runner_args(tmp_path, merge: dict[str, str]) -> tuple[dict, OnnxRunnerSettings]:
+    params = {"onnx_model": "model.onnx", "intra_op_threads": "1", **merge}
+    (tmp_path / "1").mkdir(parents=True)
+    if merge:
+        (tmp_path / "1" / "h100.json").symlink_to(SOURCE / "devices" / "h100.json")
+    config = {
+        "max_batch_size": 64,
+        "input": [{"name": "input_ids"}, {"name": "attention_mask"}],
+        "output": [{"name": "logits"}],
+        "parameters": {key: {"string_value": value} for key, value in params.items()},
+    }
+    args = {"model_config": json.dumps(config), "model_repository": str(tmp_path), "model_version": "1"}
+    return args, OnnxRunnerSettings.from_parameters(params)
+
+
+def test_priced_by_a_launch_bound_gpu_the_runner_runs_every_length_together_and_without_a_price_apart(tmp_path):
+    requests = [Request((length,), 16) for length in (24, 48, 72, 104)]
+    priced = RunnerModel()
+    args, settings = runner_args(tmp_path / "priced", {"merge_table": "h100.json", "merge_curve": "radar"})
+    priced.plan_runs(args, settings, tmp_path / "priced" / "1")
+    assert priced.planner(requests) == [[0, 1, 2, 3]]  # H100 FP16: ~17 ms a batch of up to 64, whatever its length
+    assert priced.planner(requests + [Request((72,), 8)]) != [[0, 1, 2, 3, 4]]  # 72 rows: over max_batch_size
+    plain = RunnerModel()
+    args, settings = runner_args(tmp_path / "plain", {})
+    plain.plan_runs(args, settings, tmp_path / "plain" / "1")
+    assert plain.planner is None

@@ -7,6 +7,7 @@ import asyncio
 import numpy as np
 
 from kit.adapters.artifacts import cost_model
+from kit.adapters.pricing import priced_cost_model
 from kit.adapters.settings import Resnet50Settings, model_settings
 from kit.adapters.triton import error_response, infer, input_array, pb, response
 from kit.pipelines.batching.merge import Request, group_shape, make_planner, numel
@@ -44,7 +45,9 @@ class TritonPythonModel:
         config, _, _ = model_settings(args)
         self.settings, version_dir = Resnet50Settings.from_args(args)
         policy = self.settings.merge_policy
-        cost = cost_model(version_dir / self.settings.cost_model) if policy == "cost" else None
+        cost = None
+        if policy == "cost":  # priced by a device table where the profile names one, else as measured at export
+            cost = priced_cost_model(self.settings, version_dir) or cost_model(version_dir / self.settings.cost_model)
         self.plan = make_planner(policy, int(config["max_batch_size"]), cost)
         self.metrics = PaddingMetrics(args["model_name"])
 
