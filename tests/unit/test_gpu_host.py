@@ -166,7 +166,8 @@ def estimate(spec: dict) -> float:
     budget = Budget(None, spec.get("budget"))
     settings = sum(len(s) for s in spec["targets"].values())
     window = spec["window"]["warmup_s"] + spec["window"]["duration_s"] + POINT_OVERHEAD_S
-    points = settings * len(spec["sweep"]["concurrency"]) * spec["rounds"]
+    loads = len(spec["sweep"]["concurrency"]) + sum(len(extra["concurrency"]) for extra in spec.get("extra", {}).values())
+    points = settings * loads * spec["rounds"]
     return budget["start_s"] + ("limit" in spec) * budget["limit_s"] + budget["accuracy_s"] + points * window
 
 
