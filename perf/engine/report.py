@@ -162,10 +162,15 @@ def results_plot(results: dict, w: Workload, out_dir: Path) -> list[str]:
 def results_table(results: dict, w: Workload, input_name: str, graph: str | None) -> list[str]:
     """Every swept point of one input set (and graph), with the kit's throughput over each target's at the same load."""
     cores, lim = results["machine"]["cores"], limit_of(results, graph)
+    if results["spec"].get("limit", {}).get("input", input_name) != input_name:
+        lim = None  # measured on another input's items, whose work per item differs: no ratio to it
     swept = collapsed(results, w)
     several = len({r["family"] for r in swept}) > 1
     rows = [r for r in swept if r["input"] == input_name and r.get("graph") == graph]
-    kit = {r["load"]: r for r in rows if r["family"] == "kit"}
+    kit: dict[str, dict] = {}  # the kit at its best setting at each load, as the verdicts count it
+    for r in rows:
+        if r["family"] == "kit" and r["throughput"] > kit.get(r["load"], {}).get("throughput", -1.0):
+            kit[r["load"]] = r
     rounds, gpu = any("rounds" in r for r in rows), any("util_mean_pct" in r.get("gpu", {}) for r in rows)
     headers = [
         "target",
@@ -219,24 +224,24 @@ def limit_rounds_section(results: dict, w: Workload) -> list[str]:
     points: dict[tuple, list[float]] = {}
     for r in results["limit_rounds"]:
         for layout in r.get("layouts", [r["best"]]):
-            key = (r["graph"], layout["layout"], layout.get("level"), layout["batch"])
+            key = (r["graph"], layout["layout"], layout.get("level"), layout.get("batch"))  # OCR's layouts: no batch
             points.setdefault(key, []).append(layout[w.key])
     graphs_seen = list(dict.fromkeys(k[0] for k in points))
     first = {k[1:]: statistics.median(v) for k, v in points.items() if k[0] == graphs_seen[0]}
-    levels = any(k[2] for k in points)
+    levels, batches = any(k[2] for k in points), any(k[3] is not None for k in points)
     rows = [
         [
             *([graph] if graph else []),
             layout,
             *([level] if levels else []),
-            batch,
+            *([batch] if batches else []),
             f"{statistics.median(rates):.2f}",
             f"{min(rates):.2f}-{max(rates):.2f}",
             f"{statistics.median(rates) / first[(layout, level, batch)]:.2f}" if (layout, level, batch) in first else "-",
         ]
         for (graph, layout, level, batch), rates in points.items()
     ]
-    headers = [*(["graph"] if graphs_seen[0] else []), "layout", *(["level"] if levels else []), "batch"]
+    headers = [*(["graph"] if graphs_seen[0] else []), "layout", *(["level"] if levels else []), *(["batch"] if batches else [])]
     rounds = len({r["round"] for r in results["limit_rounds"]})
     return [
         f"## The limit in turns ({rounds} rounds)\n",
@@ -436,7 +441,7 @@ def extras_lines(index: Path) -> list[str]:
     lines = ["", "Other committed results:\n"]
     for extra in json.loads(EXTRAS.read_text()):
         link = os.path.relpath(RESULTS / extra["file"], index.resolve().parent)
-        made = f" (made by `{extra['made_by']}`)" if extra.get("made_by") else ""
+        made = f" (made as `{extra['made_by']}`, the command line of the time)" if extra.get("made_by") else ""
         lines.append(f"- {extra['title']}: `{extra['command']}`{made} -> [{link}]({link})")
     return lines
 
