@@ -35,6 +35,8 @@ import tarfile
 import zipfile
 from pathlib import Path
 
+from perf.engine.revision import tree_commit
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LOCK = REPO_ROOT / "requirements" / "serve.lock"
 CACHE = REPO_ROOT / "build" / "gpu-cache"
@@ -160,14 +162,6 @@ def check_ignored(carry: Path, root: Path = REPO_ROOT) -> None:
         raise CarryError(f"{carry} is not ignored by git: add it to .gitignore, or it travels twice")
 
 
-def tree_commit(root: Path = REPO_ROOT) -> str:
-    """The commit the working tree is at, marked `+changes` when it differs from it: the host gets the tree without
-    .git, so run.sh hands this to the run as KIT_COMMIT."""
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
-    changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True)
-    return head.stdout.strip() + ("+changes" if changed.stdout.strip() else "")
-
-
 def manifest(carry: Path, tree: int, limit: int = LIMIT_BYTES) -> dict:
     """Every carried file's size, and the carry with the working tree against the device's limit."""
     files = {p.relative_to(carry).as_posix(): p.stat().st_size for p in sorted(carry.rglob("*")) if p.is_file()}
@@ -206,7 +200,7 @@ def build_carry(python: str, out: Path, cache: Path = CACHE) -> dict:
         (out / folder).mkdir()
     for name, wheel in wheels.items():
         shutil.copy2(wheel, out / folders[name] / wheel.name)
-    summary = {"python": python, "commit": tree_commit(), **manifest(out, tree_bytes())}
+    summary = {"python": python, "commit": tree_commit(REPO_ROOT), **manifest(out, tree_bytes())}
     (out / "MANIFEST.json").write_text(json.dumps(summary, indent=1) + "\n")
     check_size(summary)
     return summary

@@ -40,6 +40,7 @@ from perf.engine.budget import Budget
 from perf.engine.inputs import InputSet
 from perf.engine.perf_analyzer import warm_up
 from perf.engine.point import measure
+from perf.engine.revision import tree_commit
 from perf.engine.spec import graph_runs, probe_load, sweep_loads
 from perf.engine.targets import make_target, variant_profile
 from perf.engine.workload import Workload
@@ -50,13 +51,12 @@ LOG_TAIL_LINES = 30
 
 
 def source_commit(root: Path = REPO_ROOT) -> str:
-    """The commit of the code that ran: git's where the tree has one, else $KIT_COMMIT, else "unknown"."""
+    """The commit of the code that ran: the working tree's where it has git (perf.engine.revision), else
+    $KIT_COMMIT (a tree sent without .git), else "unknown"."""
     if (root / ".git").exists():
         try:
-            out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, timeout=30)
-            if out.returncode == 0 and out.stdout.strip():
-                return out.stdout.strip()
-        except (OSError, subprocess.TimeoutExpired):  # no git on this host
+            return tree_commit(root)
+        except (OSError, subprocess.SubprocessError):  # no git on this host
             pass
     return os.environ.get(COMMIT_ENV) or "unknown"
 

@@ -1,0 +1,17 @@
+"""Which code a result came from: the commit a git working tree is at, marked `+changes` where tracked files differ
+from it, so that a run of uncommitted code never passes for a run of its commit."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+
+def tree_commit(root: Path) -> str:
+    """HEAD's short hash, with `+changes` when the tree differs from it; raises where git or the checkout is missing."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True, timeout=30).stdout.strip()
+
+    head, changed = git("rev-parse", "--short", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
+    return head + ("+changes" if changed else "")
