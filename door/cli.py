@@ -9,7 +9,8 @@ pod sets the door up by its environment alone.
 
 Waits for Triton to be ready, reads the served configs (door.contract), then serves on uvicorn with
 the httptools parser (a chunked body of a million tiny chunks is parsed in C, not in Python on the
-event loop). API keys: $DOOR_API_KEYS (comma-separated) or $DOOR_API_KEYS_FILE (one a line); needed
+event loop) and TCP_NODELAY on every connection (door.nodelay). API keys: $DOOR_API_KEYS
+(comma-separated) or $DOOR_API_KEYS_FILE (one a line); needed
 beyond loopback unless --no-api-keys. Where the served `radar` carries the export's golden set, the
 door runs it through Triton before it serves and every --canary-interval seconds (door.canary).
 `make serve` starts it beside Triton (kit.control.serve). With --workers N, N processes share the port
@@ -96,14 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         settings.triton,
         "on" if settings.api_keys else "off",
     )
-    listen = {
-        "host": args.host,
-        "port": args.port,
-        "http": "httptools",
-        "access_log": False,  # door.observe writes one line per request, with its id
-        "log_level": args.log_level,
-        "timeout_graceful_shutdown": 10,
-    }
+    listen = listen_options(args)
     if args.workers < 1:
         print(f"door: error: --workers must be at least 1, not {args.workers}", file=sys.stderr)
         return 2
@@ -115,6 +109,18 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.update(environment_of(args) | {MULTIPROC_ENV: values})
         uvicorn.run(f"{__name__}:app_from_environment", factory=True, workers=args.workers, **listen)
     return 0
+
+
+def listen_options(args) -> dict:
+    """uvicorn's settings for the door, one worker or N."""
+    return {
+        "host": args.host,
+        "port": args.port,
+        "http": "door.nodelay:NoDelayHttpToolsProtocol",  # httptools, Nagle off on every connection
+        "access_log": False,  # door.observe writes one line per request, with its id
+        "log_level": args.log_level,
+        "timeout_graceful_shutdown": 10,
+    }
 
 
 def environment_of(args) -> dict[str, str]:
