@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from kit.control.configs import RepositoryError, copy_config, set_parameter
+from kit.control.configs import RepositoryError, copy_config, parameters, set_parameter
 from kit.control.profiles import COMMON, apply_common, check_keys
 
 RUNNER_KEYS = {
@@ -114,8 +114,8 @@ def apply_gpu_embedded_profile(config: mc.ModelConfig, settings: dict) -> mc.Mod
         config.backend = "python"
         on_gpu = RUNNERS[runner](config, settings)
         if settings.get("merge") is not None:  # null: a variant that turns a profile's merge off
-            own_precision = settings.get("precision", settings.get("dtype", "fp32" if runner == "onnx" else "fp16"))
-            _merge(config, settings["merge"], own_precision)
+            runner_set = parameters(config)  # the precision the runner was just given: the sim's, the torch dtype
+            _merge(config, settings["merge"], runner_set.get("precision") or runner_set.get("dtype") or "fp32")
         set_parameter(config, "FORCE_CPU_ONLY_INPUT_TENSORS", "yes")
     else:
         raise RepositoryError(f"{config.name}: no embedded GPU placement for backend {config.backend!r}")
