@@ -16,7 +16,7 @@ import argparse
 import json
 import shutil
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
@@ -37,6 +37,8 @@ from kit.control.derived import derived_parameters
 from kit.control.gpu_embedded_profile import apply_gpu_embedded_profile
 from kit.control.gpu_profile import apply_gpu_profile
 from kit.control.profiles import apply_ensemble, load_profile
+from kit.control.specs import MODELS, ModelSpec, read_specs
+from kit.control.tasks import task_of
 from kit.runners.simulated import Curve, SimulationError
 
 ADAPTERS = Path(__file__).resolve().parents[1] / "adapters"
@@ -53,8 +55,11 @@ ENSEMBLE = "ensemble"
 APPLIERS = {"cpu": apply_cpu_profile, "gpu": apply_gpu_profile, "gpu-embedded": apply_gpu_embedded_profile}
 
 
-def profile_configs(profile: str, source: Path = SOURCE, spec: dict | None = None) -> dict[str, mc.ModelConfig]:
-    """Every model's config for `profile`, derived from the committed sources.
+def profile_configs(
+    profile: str, source: Path = SOURCE, spec: dict | None = None, specs: Mapping[str, ModelSpec] | None = None
+) -> dict[str, mc.ModelConfig]:
+    """Every model's config for `profile`, derived from the committed sources and the model specs (kit.control.specs;
+    those of models/ unless given): a spec's task gives its canonical config, which the profile places like any other.
 
     `spec` replaces the profile file's contents (the perf kit builds variants of a profile this way).
     """
@@ -64,13 +69,20 @@ def profile_configs(profile: str, source: Path = SOURCE, spec: dict | None = Non
     if apply is None:
         raise RepositoryError(f"profile {profile!r} has no applier for {target!r} (known: {', '.join(APPLIERS)})")
     models = source_models(source)
-    unknown = set(spec["models"]) - set(models)
+    brought = read_specs() if specs is None else specs
+    shipped = sorted(set(brought) & set(models))
+    if shipped:
+        raise RepositoryError(f"{brought[shipped[0]].path}: {shipped[0]!r} is a model the kit ships; name the spec otherwise")
+    unknown = set(spec["models"]) - set(models) - set(brought)
     if unknown:
         raise RepositoryError(f"profile {profile!r} names unknown models: {sorted(unknown)}")
     configs = {}
     for m in models:
         config = load_source_config(m, source)
         configs[m] = (apply_ensemble if config.platform == ENSEMBLE else apply)(config, spec["models"].get(m, {}))
+    for name, brought_spec in brought.items():
+        config = task_of(brought_spec).config(brought_spec)
+        configs[name] = apply(config, {"instances": brought_spec.instances} | spec["models"].get(name, {}))
     return configs
 
 
@@ -155,13 +167,19 @@ def resolved(
     source: Path = SOURCE,
     spec: dict | None = None,
     models: Iterable[str] | None = None,
+    specs: Mapping[str, ModelSpec] | None = None,
 ) -> tuple[dict[str, mc.ModelConfig], dict[str, dict[str, Path]]]:
     """The configs a build writes (profile applied, parameters derived and checked), and each model's files;
     of `models` only (a new version of them, kit.control.deploy), or of every model."""
-    configs = profile_configs(profile, source, spec)
+    brought = read_specs() if specs is None else specs
+    configs = profile_configs(profile, source, spec, brought)
     chosen = list(configs) if models is None else list(models)
     manifest = json.loads((source / "artifacts.json").read_text())
-    files = {model: artifact_files(model, artifacts, manifest) | device_tables(configs[model], source) for model in chosen}
+    files = {
+        model: (task_of(brought[model]).files(brought[model]) if model in brought else artifact_files(model, artifacts, manifest))
+        | device_tables(configs[model], source)
+        for model in chosen
+    }
     for model in chosen:
         config = configs[model]
         for key, value in derived_parameters(config, configs, files[model]).items():
@@ -189,10 +207,16 @@ def write_version(folder: Path, version: int, config: mc.ModelConfig, files: dic
 
 
 def build(
-    profile: str, out: Path, artifacts: Path = ARTIFACTS, source: Path = SOURCE, spec: dict | None = None
+    profile: str,
+    out: Path,
+    artifacts: Path = ARTIFACTS,
+    source: Path = SOURCE,
+    spec: dict | None = None,
+    specs: Mapping[str, ModelSpec] | None = None,
 ) -> dict[str, mc.ModelConfig]:
-    """Write a fresh repository for `profile` (or its variant `spec`) into `out` and return its configs."""
-    configs, files = resolved(profile, artifacts, source, spec)
+    """Write a fresh repository for `profile` (or its variant `spec`), with the models specified in `specs`, into
+    `out` and return its configs."""
+    configs, files = resolved(profile, artifacts, source, spec, specs=specs)
     if out.exists():
         shutil.rmtree(out)
     for model, config in configs.items():
@@ -208,9 +232,10 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--profile", default="cpu")
     b.add_argument("--out", type=Path, required=True)
     b.add_argument("--artifacts", type=Path, default=ARTIFACTS)
+    b.add_argument("--models", type=Path, default=MODELS, help="the folder of model specs (docs/MODELS.md)")
     args = parser.parse_args(argv)
     try:
-        configs = build(args.profile, args.out, args.artifacts)
+        configs = build(args.profile, args.out, args.artifacts, specs=read_specs(args.models))
     except RepositoryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -43,6 +43,8 @@ from kit.control.runtime import (
     answers_ok,
     is_loopback,
 )
+from kit.control.specs import MODELS
+from kit.control.tasks import servable_specs
 
 ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
 DOOR_KEY_ENVS = ("DOOR_API_KEYS", "DOOR_API_KEYS_FILE")  # read by the door itself (door.settings)
@@ -53,6 +55,7 @@ def parse_args(argv):
     parser.add_argument("--profile", default="cpu")
     parser.add_argument("--repository", type=Path, default=REPO_ROOT / "build" / "repository")
     parser.add_argument("--artifacts", type=Path, default=ARTIFACTS)
+    parser.add_argument("--models", type=Path, default=MODELS, help="the folder of model specs (docs/MODELS.md)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     parser.add_argument("--http-port", type=int, default=8000)
     parser.add_argument("--grpc-port", type=int, default=8001)
@@ -156,8 +159,11 @@ def interrupt(*_):
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     repository = args.repository / args.profile
+    specs, refused = servable_specs(args.models)
+    for problem in refused:
+        print(f"error: {problem} (not served; the other models are)", file=sys.stderr)
     try:
-        configs = build(args.profile, repository, args.artifacts)
+        configs = build(args.profile, repository, args.artifacts, specs=specs)
     except RepositoryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -8,17 +8,33 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
+from kit.control.models import main as kit_main
 from kit.control.repository import build
 from kit.control.runtime import ServerOptions, TritonServer
+from kit.control.specs import ModelSpec, read_specs
+from tests import onnx_graphs
 from tests.conftest import ARTIFACTS
 from tests.radar_reference import direct_scorer
 
+# Users' models served beside the shipped ones: graphs of shapes the kit was not written around, each added by
+# `kit add` alone (docs/MODELS.md), by name -> the function that writes its graph.
+BROUGHT = {"scorer": onnx_graphs.mlp, "pooler": onnx_graphs.pooled_embeddings}
+
 
 @pytest.fixture(scope="session")
-def server(tmp_path_factory, radar_artifacts):
+def brought_models(tmp_path_factory) -> dict[str, ModelSpec]:
+    root = tmp_path_factory.mktemp("brought")
+    for name, write in BROUGHT.items():
+        graph = write(root / f"{name}.onnx")
+        assert kit_main(["add", name, "--task", "onnx", "--from", str(graph), "--models", str(root / "models")]) == 0
+    return read_specs(root / "models")
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory, radar_artifacts, brought_models):
     root = tmp_path_factory.mktemp("triton")
     repository = root / "repository"
-    build("cpu", repository, ARTIFACTS)
+    build("cpu", repository, ARTIFACTS, specs=brought_models)
     options = ServerOptions.on_free_ports(repository)
     with TritonServer(options, log_path=root / "server.log") as running:
         yield running

@@ -1,0 +1,145 @@
+"""The `onnx` task: a user's ONNX graph served as it is, its tensors read from the graph itself.
+
+The config is what Triton's autocomplete would infer, done by the kit at build time so that it can be
+checked and written through Triton's schema: each graph input and output becomes a tensor of its
+name, data type and dims; with batching on (max_batch_size > 0) the first axis of every tensor must
+be dynamic and is the batch axis. `check_graph` is what `kit add` runs before it writes a spec: the
+graph loads in ONNX Runtime, answers a batch, and each row of a batch equals that row run alone (a
+graph whose rows mix, as a training-mode batch norm would, cannot be batched across requests).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import helper
+from tritonclient.grpc import model_config_pb2 as mc
+from tritonclient.utils import np_to_triton_dtype
+
+from kit.control.specs import ModelSpec
+from kit.runners.onnx import make_session
+
+GRAPH = "model.onnx"  # the name the graph takes in its version folder: the ONNX runner's default
+FREE_DIM = 3  # a dynamic non-batch axis in check_graph's inputs
+CHECK_ROWS = 3
+RTOL, ATOL = 1e-4, 1e-5  # batched against single rows: the same kernels may sum in another order
+QUEUE_PER_BATCH = 4  # a model's queue holds this many full batches before it refuses
+
+
+def tensor_type(spec: ModelSpec, value: onnx.ValueInfoProto) -> tuple[int, list[int]]:
+    """A graph tensor's Triton data type and dims (-1 for a dynamic axis)."""
+    kind = value.type.tensor_type
+    if not value.type.HasField("tensor_type"):
+        raise spec.error("source", f"has {value.name!r}, which is not a tensor", "the onnx task serves graphs of tensors")
+    triton = np_to_triton_dtype(helper.tensor_dtype_to_np_dtype(kind.elem_type))
+    if triton is None:
+        raise spec.error("source", f"has {value.name!r} of an ONNX type Triton does not carry", "cast it in the graph")
+    dims = [d.dim_value if d.HasField("dim_value") else -1 for d in kind.shape.dim]
+    return mc.DataType.Value("TYPE_STRING" if triton == "BYTES" else f"TYPE_{triton}"), dims
+
+
+def graph_tensors(spec: ModelSpec) -> tuple[list[onnx.ValueInfoProto], list[onnx.ValueInfoProto]]:
+    """The graph's inputs (initializers listed as inputs left out) and outputs; weights are not read."""
+    try:
+        graph = onnx.load(str(spec.source_path), load_external_data=False).graph
+    except Exception as exc:  # onnx raises protobuf's DecodeError and its own errors alike
+        raise spec.error("source", f"is not an ONNX graph ({exc})", "point it at a .onnx file") from None
+    weights = {w.name for w in graph.initializer}
+    return [i for i in graph.input if i.name not in weights], list(graph.output)
+
+
+def onnx_config(spec: ModelSpec) -> mc.ModelConfig:
+    """The canonical (GPU-native, onnxruntime backend) config of the spec's graph."""
+    config = mc.ModelConfig(name=spec.name, backend="onnxruntime", max_batch_size=spec.max_batch_size)
+    inputs, outputs = graph_tensors(spec)
+    for values, add in ((inputs, config.input.add), (outputs, config.output.add)):
+        for value in values:
+            data_type, dims = tensor_type(spec, value)
+            if spec.max_batch_size > 0:
+                if not dims or dims[0] != -1:
+                    raise spec.error(
+                        "max_batch_size",
+                        f"is {spec.max_batch_size}, but the graph's {value.name!r} has no dynamic first axis ({dims})",
+                        "export the graph with a dynamic batch axis, or set max_batch_size = 0 to serve it unbatched",
+                    )
+                dims = dims[1:]
+            tensor = add(name=value.name, data_type=data_type, dims=dims or [1])
+            if not dims:  # one value per row: Triton's dims cannot be empty, so [1] reshaped to the graph's []
+                tensor.reshape.SetInParent()
+    config.instance_group.add(kind=mc.ModelInstanceGroup.KIND_GPU, count=spec.instances)
+    if spec.max_batch_size > 0:
+        batching = config.dynamic_batching
+        batching.max_queue_delay_microseconds = spec.max_queue_delay_microseconds
+        batching.preferred_batch_size[:] = spec.preferred_batch_size
+        policy = batching.default_queue_policy
+        policy.timeout_action = mc.ModelQueuePolicy.REJECT
+        policy.default_timeout_microseconds = int(spec.queue_timeout_seconds * 1e6)
+        policy.allow_timeout_override = True
+        policy.max_queue_size = QUEUE_PER_BATCH * spec.max_batch_size
+    return config
+
+
+def example_inputs(config: mc.ModelConfig, rows: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random inputs of `rows` rows for the config's tensors (whole numbers 0-9 for integer types)."""
+    rng = np.random.default_rng(seed)
+    arrays = {}
+    for tensor in config.input:
+        shape = [rows] * (config.max_batch_size > 0) + [FREE_DIM if d < 0 else d for d in tensor.dims]
+        dtype = helper.tensor_dtype_to_np_dtype(triton_to_onnx(tensor.data_type))
+        if np.issubdtype(dtype, np.floating):
+            arrays[tensor.name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype == np.bool_:
+            arrays[tensor.name] = rng.integers(0, 2, shape).astype(bool)
+        else:
+            arrays[tensor.name] = rng.integers(0, 10, shape).astype(dtype)
+    return arrays
+
+
+def triton_to_onnx(data_type: int) -> int:
+    name = mc.DataType.Name(data_type).removeprefix("TYPE_")
+    names = {"FP32": "FLOAT", "FP16": "FLOAT16", "FP64": "DOUBLE", "BF16": "BFLOAT16", "BOOL": "BOOL"}
+    return onnx.TensorProto.DataType.Value(names.get(name, name))
+
+
+def check_graph(spec: ModelSpec) -> float:
+    """Runs the graph on random rows, batched and one by one; the largest difference between the two."""
+    config = onnx_config(spec)
+    try:
+        session = make_session(spec.source_path, threads=1)
+        outputs = [o.name for o in config.output]
+        inputs = example_inputs(config, CHECK_ROWS)
+        batched = session.run(outputs, inputs)
+        if config.max_batch_size == 0:
+            return 0.0
+        singles = [session.run(outputs, {k: v[i : i + 1] for k, v in inputs.items()}) for i in range(CHECK_ROWS)]
+    except Exception as exc:  # onnxruntime's own errors: a graph it cannot load or run
+        raise spec.error("source", f"does not run in ONNX Runtime on random inputs ({exc})", "check the graph") from None
+    worst = 0.0
+    for k, name in enumerate(outputs):
+        if batched[k].shape[0] != CHECK_ROWS:
+            raise spec.error(
+                "source", f"answers {name} with {batched[k].shape[0]} rows for {CHECK_ROWS}", "keep axis 0 the batch"
+            )
+        single = np.concatenate([s[k] for s in singles])
+        if not np.allclose(batched[k], single, rtol=RTOL, atol=ATOL):
+            raise spec.error(
+                "max_batch_size",
+                f"batches rows that change each other's {name} (max difference {np.abs(batched[k] - single).max():.3g})",
+                "set max_batch_size = 0, or export the graph in inference mode",
+            )
+        if np.issubdtype(batched[k].dtype, np.number):
+            worst = max(worst, float(np.abs(batched[k].astype(np.float64) - single).max(initial=0.0)))
+    return worst
+
+
+def graph_files(spec: ModelSpec) -> dict[str, Path]:
+    """What the version folder links: the graph as model.onnx, and the files its external weights name."""
+    files = {GRAPH: spec.source_path}
+    graph = onnx.load(str(spec.source_path), load_external_data=False).graph
+    for weight in graph.initializer:
+        if weight.data_location == onnx.TensorProto.EXTERNAL:
+            location = next(entry.value for entry in weight.external_data if entry.key == "location")
+            files[location] = spec.source_path.parent / location
+    return files

@@ -1,0 +1,153 @@
+"""Model specs: one short TOML file per model a user brings (`models/<name>.toml`), from which the kit
+derives everything else (its Triton config, the door's route, the served checks).
+
+    task = "onnx"                       # what the model does (kit.control.tasks)
+    source = "graphs/scorer.onnx"       # relative to the spec's folder, or absolute
+    max_batch_size = 32                 # every other key is optional: the task's defaults hold
+
+A spec lists only what differs from its task's defaults. Unknown keys, wrong types and impossible
+values are refused when the spec is read, with a message that names the file, the key and the fix, so
+a mistake stops `kit add` or the build, never a running server. `kit add` (kit.control.models) writes
+a spec; the repository builder (kit.control.repository) serves every spec it finds beside the
+committed models.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from kit.control.configs import REPO_ROOT, RepositoryError
+
+MODELS = REPO_ROOT / "models"
+NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+ROUTE = re.compile(r"^/v1/[a-z0-9][a-z0-9_/-]*$")
+MAX_BATCH = 1024
+
+
+class SpecError(RepositoryError):
+    """A spec cannot be served as written; the message names the spec, the key and the fix."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A spec as read: its keys, with the task's defaults where the file is silent."""
+
+    name: str
+    path: Path
+    task: str
+    source: str
+    max_batch_size: int = 64
+    max_queue_delay_microseconds: int = 1000
+    preferred_batch_size: tuple[int, ...] = ()
+    instances: int = 1
+    queue_timeout_seconds: float = 30.0
+    route: str = ""
+
+    @property
+    def source_path(self) -> Path:
+        source = Path(self.source).expanduser()
+        return source if source.is_absolute() else (self.path.parent / source).resolve()
+
+    @property
+    def door_route(self) -> str:
+        return self.route or "/v1/" + self.name.replace("_", "-")
+
+    def error(self, key: str, problem: str, fix: str) -> SpecError:
+        return SpecError(f"{self.path}: `{key}` {problem}; {fix}")
+
+
+KEYS = {f.name: f for f in fields(ModelSpec) if f.name not in ("name", "path")}
+REQUIRED = ("task", "source")
+
+
+def spec_error(path: Path, key: str, problem: str, fix: str) -> SpecError:
+    return SpecError(f"{path}: `{key}` {problem}; {fix}")
+
+
+# Each key's type as TOML spells it, and how the error says it.
+TYPES = {
+    "str": ((str,), "a string"),
+    "int": ((int,), "a whole number"),
+    "float": ((int, float), "a number"),
+    "tuple[int, ...]": ((list,), "a list of whole numbers"),
+}
+
+
+def typed(path: Path, key: str, value: object) -> object:
+    """`value` as the key's type, or a SpecError saying which type the key takes."""
+    kind = KEYS[key].type
+    accepted, words = TYPES[kind]
+    items = value if isinstance(value, list) else [value]
+    wrong = isinstance(value, bool) or not isinstance(value, accepted)
+    if wrong or kind.startswith("tuple") and not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
+        raise spec_error(path, key, f"is {json.dumps(value)}", f"it takes {words}")
+    if kind.startswith("tuple"):
+        return tuple(value)
+    return float(value) if kind == "float" else value
+
+
+def read_spec(path: Path, text: str | None = None) -> ModelSpec:
+    """The spec in `path` (or `text`, the spec `path` is about to hold), checked; SpecError when it does not fit."""
+    name = path.stem
+    if not NAME.match(name):
+        raise SpecError(f"{path}: the model name {name!r} (the file's name) must be lower-case letters, digits and _")
+    try:
+        raw = tomllib.loads(path.read_text() if text is None else text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path}: not TOML ({exc}); see docs/MODELS.md for the format") from None
+    unknown = sorted(set(raw) - set(KEYS))
+    if unknown:
+        raise spec_error(path, unknown[0], "is not a spec key", f"the keys are {', '.join(KEYS)} (docs/MODELS.md)")
+    for key in REQUIRED:
+        if key not in raw:
+            raise spec_error(path, key, "is missing", f"every spec names its {key} (docs/MODELS.md)")
+    spec = ModelSpec(name=name, path=path, **{key: typed(path, key, value) for key, value in raw.items()})
+    check_values(spec)
+    return spec
+
+
+def check_values(spec: ModelSpec) -> None:
+    if not spec.source_path.is_file():
+        raise spec.error("source", f"names {spec.source_path}, which is not a file", "point it at the model's file")
+    if not 0 <= spec.max_batch_size <= MAX_BATCH:
+        raise spec.error("max_batch_size", f"is {spec.max_batch_size}", f"it takes 0 (no batching) to {MAX_BATCH}")
+    if spec.max_queue_delay_microseconds < 0:
+        raise spec.error("max_queue_delay_microseconds", "is negative", "0 sends what is waiting at once")
+    too_large = [b for b in spec.preferred_batch_size if not 1 <= b <= spec.max_batch_size]
+    if too_large:
+        raise spec.error(
+            "preferred_batch_size", f"holds {too_large}", f"each lies in 1 .. max_batch_size ({spec.max_batch_size})"
+        )
+    if spec.instances < 1:
+        raise spec.error("instances", f"is {spec.instances}", "a model runs at least one instance")
+    if spec.queue_timeout_seconds <= 0:
+        raise spec.error("queue_timeout_seconds", "is not positive", "a request waits this long at most before it is refused")
+    if not ROUTE.match(spec.door_route):
+        raise spec.error("route", f"is {spec.door_route!r}", "the door's paths look like /v1/my-model")
+
+
+def read_specs(folder: Path = MODELS) -> dict[str, ModelSpec]:
+    """Every spec in `folder` by model name (none when there is no such folder)."""
+    specs = {spec.name: spec for spec in (read_spec(p) for p in sorted(folder.glob("*.toml")))} if folder.is_dir() else {}
+    check_routes(specs)
+    return specs
+
+
+def check_routes(specs: dict[str, ModelSpec]) -> None:
+    """Each spec has a door route of its own."""
+    routes: dict[str, str] = {}
+    for spec in specs.values():
+        other = routes.setdefault(spec.door_route, spec.name)
+        if other != spec.name:
+            raise spec.error("route", f"{spec.door_route} is also {other}'s", "give one of them its own `route`")
+
+
+def spec_text(task: str, source: str, settings: dict[str, object]) -> str:
+    """A spec file's text: the task, the source and the settings that differ from the defaults."""
+    lines = [f"task = {json.dumps(task)}", f"source = {json.dumps(source)}"]
+    lines += [f"{key} = {json.dumps(value)}" for key, value in settings.items() if value != KEYS[key].default]
+    return "\n".join(lines) + "\n"

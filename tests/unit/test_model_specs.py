@@ -1,0 +1,127 @@
+"""Model specs (kit.control.specs) and `kit add` (kit.control.models): a mistake in any key stops at `kit add` or
+the build with a message that names the spec, the key and the fix; a good spec becomes a model of every profile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tritonclient.grpc import model_config_pb2 as mc
+
+from kit.control.configs import RepositoryError
+from kit.control.models import main as kit_main
+from kit.control.repository import profile_configs
+from kit.control.specs import SpecError, read_spec, read_specs
+from kit.control.tasks import servable_specs
+from tests import onnx_graphs
+
+
+@pytest.fixture(scope="module")
+def graphs(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("graphs")
+    onnx_graphs.mlp(root / "mlp.onnx")
+    onnx_graphs.pooled_embeddings(root / "pooled.onnx")
+    onnx_graphs.fixed_batch(root / "fixed.onnx")
+    onnx_graphs.mixing_rows(root / "mixing.onnx")
+    (root / "notes.onnx").write_text("not a graph")
+    return root
+
+
+def spec_file(folder: Path, name: str, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+GOOD = 'task = "onnx"\nsource = "../mlp.onnx"\n'
+
+
+@pytest.mark.parametrize(
+    "text, key, words",
+    [
+        (GOOD + "max_batch_sise = 8\n", "max_batch_sise", "is not a spec key"),
+        ('source = "../mlp.onnx"\n', "task", "is missing"),
+        ('task = "onnx"\n', "source", "is missing"),
+        ('task = "speech"\nsource = "../mlp.onnx"\n', "task", "the tasks are onnx"),
+        ('task = "onnx"\nsource = "../nowhere.onnx"\n', "source", "not a file"),
+        ('task = "onnx"\nsource = "../notes.onnx"\n', "source", "is not an ONNX graph"),
+        (GOOD + 'max_batch_size = "8"\n', "max_batch_size", "takes a whole number"),
+        (GOOD + "max_batch_size = true\n", "max_batch_size", "takes a whole number"),
+        (GOOD + "max_batch_size = 5000\n", "max_batch_size", "0 (no batching) to 1024"),
+        (GOOD + "max_queue_delay_microseconds = -1\n", "max_queue_delay_microseconds", "negative"),
+        (GOOD + "preferred_batch_size = [8, 128]\n", "preferred_batch_size", "holds [128]"),
+        (GOOD + 'preferred_batch_size = ["8"]\n', "preferred_batch_size", "list of whole numbers"),
+        (GOOD + "instances = 0\n", "instances", "at least one instance"),
+        (GOOD + "queue_timeout_seconds = 0\n", "queue_timeout_seconds", "not positive"),
+        (GOOD + 'route = "/scores"\n', "route", "/v1/my-model"),
+        ('task = "onnx"\nsource = "../fixed.onnx"\n', "max_batch_size", "no dynamic first axis"),
+    ],
+)
+def test_a_mistake_in_a_spec_names_the_spec_and_the_key(graphs, tmp_path, text, key, words):
+    path = spec_file(graphs / tmp_path.name, "scores", text)
+    with pytest.raises(SpecError) as caught:
+        profile_configs("cpu", specs=read_specs(path.parent))
+    message = str(caught.value)
+    assert str(path) in message and f"`{key}`" in message and words in message, message
+
+
+def test_a_spec_that_is_not_toml_says_so(tmp_path):
+    with pytest.raises(SpecError, match="not TOML"):
+        read_spec(spec_file(tmp_path, "broken", "task = onnx\n"))
+
+
+def test_two_specs_on_one_route_are_refused(graphs, tmp_path):
+    folder = graphs / tmp_path.name
+    spec_file(folder, "first", GOOD + 'route = "/v1/scores"\n')
+    spec_file(folder, "second", GOOD + 'route = "/v1/scores"\n')
+    with pytest.raises(SpecError, match="/v1/scores is also first's"):
+        read_specs(folder)
+
+
+def test_a_spec_may_not_take_a_shipped_model_s_name(graphs, tmp_path):
+    folder = graphs / tmp_path.name
+    spec_file(folder, "radar", GOOD)
+    with pytest.raises(RepositoryError, match="a model the kit ships"):
+        profile_configs("cpu", specs=read_specs(folder))
+    assert kit_main(["add", "resnet50", "--task", "onnx", "--from", str(graphs / "mlp.onnx"), "--models", str(folder)]) == 2
+
+
+def test_kit_add_refuses_a_graph_whose_rows_change_each_other(graphs, tmp_path, capsys):
+    args = ["add", "centred", "--task", "onnx", "--from", str(graphs / "mixing.onnx"), "--models", str(tmp_path)]
+    assert kit_main(args) == 2
+    error = capsys.readouterr().err
+    assert "`max_batch_size`" in error and "change each other's centred" in error
+    assert not (tmp_path / "centred.toml").exists(), "a refused model leaves no spec behind"
+    assert kit_main([*args, "--max-batch-size", "0"]) == 0, "unbatched, the same graph is served"
+
+
+def test_kit_add_writes_only_what_differs_from_the_defaults(graphs, tmp_path):
+    assert kit_main(["add", "pooled", "--task", "onnx", "--from", str(graphs / "pooled.onnx"), "--models", str(tmp_path)]) == 0
+    text = (tmp_path / "pooled.toml").read_text()
+    assert text.splitlines() == ['task = "onnx"', f'source = "{graphs / "pooled.onnx"}"']
+    assert kit_main(["add", "pooled", "--task", "onnx", "--from", str(graphs / "pooled.onnx"), "--models", str(tmp_path)]) == 2
+
+
+@pytest.mark.parametrize("profile, backend", [("cpu", "python"), ("gpu", "onnxruntime"), ("gpu-embedded", "python")])
+def test_a_spec_becomes_a_batched_model_of_every_profile(graphs, tmp_path, profile, backend):
+    spec_file(graphs / tmp_path.name, "pooled", 'task = "onnx"\nsource = "../pooled.onnx"\nmax_batch_size = 16\n')
+    config = profile_configs(profile, specs=read_specs(graphs / tmp_path.name))["pooled"]
+    assert config.backend == backend and config.max_batch_size == 16
+    assert [(t.name, mc.DataType.Name(t.data_type), list(t.dims)) for t in config.input] == [
+        ("ids", "TYPE_INT64", [-1]),
+        ("mask", "TYPE_FP32", [-1]),
+    ]
+    outputs = [(t.name, list(t.dims), t.HasField("reshape")) for t in config.output]
+    assert outputs == [("pooled", [6], False), ("count", [1], True)]
+    policy = config.dynamic_batching.default_queue_policy
+    assert 0 < policy.max_queue_size <= 4096 and policy.timeout_action == mc.ModelQueuePolicy.REJECT
+
+
+def test_a_server_leaves_out_a_bad_spec_and_serves_the_others(graphs, tmp_path):
+    folder = graphs / tmp_path.name
+    spec_file(folder, "good", GOOD)
+    spec_file(folder, "bad", 'task = "onnx"\nsource = "../fixed.onnx"\n')
+    specs, refused = servable_specs(folder)
+    assert list(specs) == ["good"]
+    assert len(refused) == 1 and "bad.toml" in refused[0] and "`max_batch_size`" in refused[0]
