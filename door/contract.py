@@ -7,16 +7,19 @@ instead of failing every request), and parses the config's parameters with the m
 settings (kit.adapters.settings), the class its model.py reads them with: RADAR's max_text_bytes,
 OCR's max_image_bytes and max_pixels, ResNet's max_image_pixels and its channel count, and the
 golden set of the served-numerics canary that the build put on `radar` (kit.control.canary). A model
-the server does not serve gets no route. The same function reads the configs a build writes
-(kit.control.repository.resolved), which is how the unit tests hold it to the committed sources.
+the server does not serve gets no route. A model from a user's spec (kit.control.specs) names its
+route in its config (`door_route`); its tensors, whatever they are, are its route's (door.routes'
+tensor route). The same function reads the configs a build writes (kit.control.repository.resolved),
+which is how the unit tests hold it to the committed sources.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import tritonclient.grpc as grpcclient
 from tritonclient.grpc import model_config_pb2 as mc
@@ -25,11 +28,11 @@ from tritonclient.utils import InferenceServerException
 from kit.adapters.settings import RadarSettings, Settings, SettingsError, settings_class
 from kit.control.canary import CanaryError, GoldenSet, golden_from_parameter
 from kit.control.configs import parameters
+from kit.control.specs import DOOR_AXES, DOOR_ROUTE
 
 log = logging.getLogger("door")
 
 ANY = None  # a dimension the route takes from the config (ResNet's channels)
-DATATYPES = {"TYPE_STRING": "BYTES", "TYPE_FP32": "FP32"}
 
 
 class ContractError(RuntimeError):
@@ -42,6 +45,7 @@ class Spec:
 
     inputs: dict[str, tuple[str, tuple[int | None, ...]]]
     outputs: tuple[str, ...]
+    output_types: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)  # a tensor route's answer
 
 
 SPECS = {
@@ -57,12 +61,20 @@ class Served:
     """One served model as its route sees it."""
 
     spec: Spec
-    settings: Settings
+    settings: Settings | None  # None for a spec's model served by a native backend (no Python parameters)
     batched: bool  # max_batch_size > 0: a request carries a leading batch dimension
     dims: dict[str, tuple[int, ...]]  # each input's dims in the config
+    route: str = ""  # a spec's model: the path of its tensor route
+    max_batch_size: int = 0
+    axes: dict[str, list[str]] = field(default_factory=dict)  # a spec's model: inputs' axes that must agree, by name
 
     def datatype(self, name: str) -> str:
-        return DATATYPES[self.spec.inputs[name][0]]
+        return wire_type(self.spec.inputs[name][0])
+
+
+def wire_type(config_type: str) -> str:
+    """A config's data type (TYPE_FP32) as the inference protocol names it (FP32; TYPE_STRING is BYTES)."""
+    return "BYTES" if config_type == "TYPE_STRING" else config_type.removeprefix("TYPE_")
 
 
 @dataclass(frozen=True)
@@ -113,7 +125,27 @@ def contract_from_configs(configs: Mapping[str, mc.ModelConfig]) -> Contract:
         except SettingsError as exc:
             raise ContractError(f"{model}: {exc}") from None
         models[model] = Served(spec, settings, config.max_batch_size > 0, dims)
+    for model, config in configs.items():
+        route = parameters(config).get(DOOR_ROUTE)
+        if model not in SPECS and route:
+            models[model] = brought(model, route, config)
     return Contract(models, canary_of(models.get("radar")))
+
+
+def brought(model: str, route: str, config: mc.ModelConfig) -> Served:
+    """A spec's model as its tensor route sees it: every input and output of its config."""
+    inputs = {t.name: (mc.DataType.Name(t.data_type), tuple(t.dims)) for t in config.input}
+    outputs = {t.name: (mc.DataType.Name(t.data_type), tuple(t.dims)) for t in config.output}
+    spec = Spec(inputs, tuple(outputs), outputs)
+    params = parameters(config)
+    kind = settings_class(model, params)
+    try:
+        settings = kind.from_parameters(params) if kind is not None else None
+    except SettingsError as exc:
+        raise ContractError(f"{model}: {exc}") from None
+    dims = {name: dims for name, (_, dims) in inputs.items()}
+    axes = json.loads(params.get(DOOR_AXES) or "{}")
+    return Served(spec, settings, config.max_batch_size > 0, dims, route, config.max_batch_size, axes)
 
 
 def canary_of(radar: Served | None) -> GoldenSet | None:
@@ -126,7 +158,8 @@ def canary_of(radar: Served | None) -> GoldenSet | None:
 
 
 def served_configs(url: str, wait: float, poll: float = 1.0) -> dict[str, mc.ModelConfig]:
-    """The configs of the models Triton at `url` (gRPC) serves among SPECS, once it is ready.
+    """The configs of the models Triton at `url` (gRPC) serves among SPECS, and of those with a `door_route`, once
+    it is ready.
 
     Waits up to `wait` seconds for readiness: in a pod or compose project the door may start first,
     and Triton's first start can take minutes (TensorRT engines)."""
@@ -147,6 +180,11 @@ def served_configs(url: str, wait: float, poll: float = 1.0) -> dict[str, mc.Mod
             except InferenceServerException as exc:
                 if "not found" not in (exc.message() or "").lower():
                     raise ContractError(f"{model}: {exc.message()}") from None
+        for entry in client.get_model_repository_index().models:
+            if entry.name not in configs and entry.state == "READY":
+                config = client.get_model_config(entry.name).config
+                if DOOR_ROUTE in config.parameters:
+                    configs[entry.name] = config
         return configs
     finally:
         client.close()

@@ -48,3 +48,21 @@ def problems_in_their_media_type(document: dict) -> dict:
                 if content.get("application/json", {}).get("schema") == PROBLEM_SCHEMA:
                     response["content"] = {MEDIA_TYPE: content["application/json"]}
     return document
+
+
+def inlined(schema: dict) -> dict:
+    """A request schema with its `$defs` put in place: a route's `requestBody` schema sits inside the document,
+    where pydantic's `#/$defs/...` references would point at the document's root."""
+    defs = schema.get("$defs", {})
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "$ref" in node:
+                rest = {key: value for key, value in node.items() if key != "$ref"}
+                return walk({**defs[node["$ref"].rsplit("/", 1)[1]], **rest})
+            return {key: walk(value) for key, value in node.items() if key != "$defs"}
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        return node
+
+    return walk(schema)

@@ -17,10 +17,11 @@ from fastapi.security import APIKeyHeader
 from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
+from tritonclient.utils import triton_to_np_dtype
 
 from door import images, schemas
-from door.contract import Contract
-from door.openapi import problem_responses
+from door.contract import Contract, Served, wire_type
+from door.openapi import inlined, problem_responses
 from door.problems import Problem, invalid
 from door.settings import DoorSettings
 from door.upstream import Upstream
@@ -28,6 +29,7 @@ from door.upstream import Upstream
 JSON = "application/json"
 FORM = "multipart/form-data"
 ENVELOPE = 64 * 1024  # room in a body for JSON keys, form headers and boundaries
+TENSOR_BODY = 16 * 1024 * 1024  # a tensor route's body: JSON numbers of any count, so a fixed cap
 JSON_ESCAPE = 6  # a JSON string may spell each byte of its text as \u00XX
 API_KEY = APIKeyHeader(name="X-API-Key", auto_error=False, description="the door's keys ($DOOR_API_KEYS)")
 IMAGE_TYPES = "image/png, image/jpeg, image/bmp, image/webp"
@@ -45,7 +47,7 @@ def parse(model: type[BaseModel], body: bytes):
 
 
 def json_body(schema: type[BaseModel]) -> dict:
-    return {"application/json": {"schema": schema.model_json_schema()}}
+    return {"application/json": {"schema": inlined(schema.model_json_schema())}}
 
 
 def request_body(content: dict) -> dict:
@@ -73,6 +75,9 @@ class Routes:
                 self.add_image_route(model, path)
         if "resnet50" in contract:
             self.add_resnet()
+        for model, served in contract.models.items():
+            if served.route:
+                self.add_tensor_route(model, served)
 
     def require_key(self, key: str | None = Security(API_KEY)) -> None:
         keys = self.settings.api_keys
@@ -189,6 +194,77 @@ class Routes:
             response_model=schemas.ResnetResult,
             openapi_extra=request_body(json_body(schema)),
         )
+
+    def add_tensor_route(self, model: str, served: Served) -> None:
+        """A spec's model (kit.control.specs): its inputs as nested JSON arrays in, its outputs out, by tensor name."""
+        inputs = {name: (wire_type(kind), dims) for name, (kind, dims) in served.spec.inputs.items()}
+        outputs = {name: (wire_type(kind), dims) for name, (kind, dims) in served.spec.output_types.items()}
+        schema = schemas.tensor_request(model, inputs, served.batched, served.max_batch_size)
+        self.caps[served.route] = TENSOR_BODY
+
+        async def tensor_route(request: Request):
+            body = parse(schema, await self.body(request, JSON))
+            arrays = checked_tensors(body.inputs.model_dump(by_alias=True), inputs, served)
+            answer = await self.upstream.infer(model, arrays, request.state.request_id)
+            return {"outputs": {name: json_values(answer[name]) for name in outputs}}
+
+        tensor_route.__name__ = model
+        tensor_route.__doc__ = f"{model}, as its spec serves it: every input and output by the model's tensor names."
+        self.router.add_api_route(
+            served.route.removeprefix("/v1"),
+            tensor_route,
+            methods=["POST"],
+            response_model=schemas.tensor_result(model, outputs, served.batched, served.max_batch_size),
+            openapi_extra=request_body(json_body(schema)),
+        )
+
+
+def checked_tensors(values: dict[str, list], inputs: dict, served: Served) -> dict[str, np.ndarray]:
+    """Each input as an array of its type and shape; rows alike in every input, within the model's batch."""
+    arrays, rows = {}, set()
+    for name, (wire, dims) in inputs.items():
+        try:
+            array = np.asarray(values[name], dtype=np.object_ if wire == "BYTES" else triton_to_np_dtype(wire))
+        except (ValueError, OverflowError) as exc:
+            raise Problem(422, "invalid-input", f"{name}: lists of one axis differ in length; a tensor is rectangular") from exc
+        shape = array.shape[1:] if served.batched else array.shape
+        fits = array.ndim == len(dims) + served.batched and all(d < 0 or d == n for d, n in zip(dims, shape))
+        if not fits or 0 in array.shape:
+            want = schemas.shape_words(dims, served.batched)
+            raise Problem(422, "invalid-input", f"{name}: shape {list(array.shape)} does not fit {want}")
+        if wire == "BYTES":
+            array = np.vectorize(lambda text: text.encode("utf-8"), otypes=[np.object_])(array)
+        elif np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all():
+            raise Problem(422, "invalid-input", f"{name}: values beyond the range of {wire}")
+        arrays[name] = array
+        rows.add(array.shape[0])
+    if served.batched and (len(rows) > 1 or max(rows) > served.max_batch_size):
+        sizes = ", ".join(f"{name} {len(values[name])}" for name in inputs)
+        raise Problem(422, "invalid-input", f"rows: {sizes}; every input takes the same 1 to {served.max_batch_size} rows")
+    check_shared_axes(arrays, served)
+    return arrays
+
+
+def check_shared_axes(arrays: dict[str, np.ndarray], served: Served) -> None:
+    """Inputs that share a named axis of the graph (token ids and their mask along `length`) agree on its length."""
+    lengths: dict[str, dict[str, int]] = {}
+    for name, axes in served.axes.items():
+        for axis, length in zip(axes, arrays[name].shape[served.batched :]):
+            if axis:
+                lengths.setdefault(axis, {})[name] = length
+    for axis, by_input in lengths.items():
+        if len(set(by_input.values())) > 1:
+            sizes = ", ".join(f"{name} {length}" for name, length in by_input.items())
+            raise Problem(422, "invalid-input", f"axis {axis}: {sizes}; the inputs that share it take the same length")
+
+
+def json_values(array: np.ndarray) -> list:
+    """An output as JSON: text for bytes, null for a float JSON cannot carry (NaN, infinity)."""
+    if array.dtype == np.object_:
+        return np.vectorize(lambda item: item.decode("utf-8", "replace"), otypes=[np.object_])(array).tolist()
+    if np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all():
+        return np.where(np.isfinite(array), array, None).tolist()
+    return array.tolist()
 
 
 async def uploaded(request: Request) -> bytes:

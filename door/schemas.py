@@ -10,7 +10,20 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+import numpy as np
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictStr,
+    create_model,
+    model_validator,
+)
+from pydantic import Strict as StrictValues
+from tritonclient.utils import triton_to_np_dtype
 
 # The OpenAPI format of an image's base64 text in a JSON body: a client or fuzzer that knows it makes
 # real images (tests/served/test_door_schema.py); to any other it is base64 text.
@@ -137,6 +150,84 @@ def resnet_request(channels: int, max_pixels: int) -> type[BaseModel]:
         )
 
     return ResnetRequest
+
+
+def element_type(wire: str, answer: bool = False) -> object:
+    """The JSON value of one element of a tensor of protocol type `wire` (FP32, INT64, BOOL, BYTES), within the
+    type's range; strict, so that `false` is no 0 and "1" no 1. An answer's float may be null: JSON has no NaN."""
+    if wire == "BOOL":
+        return StrictBool
+    if wire == "BYTES":
+        return StrictStr
+    if wire.startswith(("FP", "BF")):
+        if answer:
+            return float | None
+        top = float(np.finfo(triton_to_np_dtype(wire)).max) if wire != "BF16" else float(np.finfo(np.float32).max)
+        return Annotated[float, StrictValues(), Field(ge=-top, le=top)]
+    limits = np.iinfo(triton_to_np_dtype(wire))
+    return Annotated[int, BeforeValidator(json_number), Field(ge=int(limits.min), le=int(limits.max))]
+
+
+def json_number(value: object) -> object:
+    """A JSON number, as JSON Schema's `integer` takes it (2.0 is one); not a string or a boolean, which
+    pydantic's lax integers would take."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("not a JSON number")
+    return value
+
+
+def nested(wire: str, dims: tuple[int, ...], max_rows: int | None, answer: bool = False) -> object:
+    """Nested lists, one level per axis, each as long as its axis: the rows (1 to `max_rows`, where batched),
+    then each fixed dim exactly and each dynamic one at least 1. That the lists of a dynamic axis are alike in
+    length, and the rows alike in every input, a JSON Schema cannot say: the route checks them."""
+    kind: object = element_type(wire, answer)
+    for dim in reversed(dims):
+        kind = Annotated[list[kind], Field(min_length=dim, max_length=dim) if dim > 0 else Field(min_length=1)]
+    if max_rows is not None:
+        kind = Annotated[list[kind], Field(min_length=1, max_length=max_rows)]
+    return kind
+
+
+def shape_words(dims: tuple[int, ...], batched: bool) -> str:
+    return "[" + ", ".join(["rows"] * batched + [str(d) if d > 0 else "any" for d in dims]) + "]"
+
+
+def tensors_model(
+    title: str, tensors: dict[str, tuple[str, tuple[int, ...]]], max_rows: int | None, answer: bool = False
+) -> type[BaseModel]:
+    """One field per tensor, named as the model names it (an alias: a tensor's name need not be a Python name)."""
+    batched = max_rows is not None
+    fields = {
+        f"tensor_{i}": (
+            nested(wire, dims, max_rows, answer),
+            Field(alias=name, description=f"{wire}, shape {shape_words(dims, batched)}"),
+        )
+        for i, (name, (wire, dims)) in enumerate(tensors.items())
+    }
+    return create_model(title, __base__=Strict, **fields)
+
+
+def tensor_request(model: str, inputs: dict, batched: bool, max_rows: int) -> type[BaseModel]:
+    """`inputs`: name -> (protocol type, dims without the batch axis)."""
+    rows = f"; 1 to {max_rows} rows, the same in every input" if batched else ""
+    Inputs = tensors_model(f"{title_case(model)}Inputs", inputs, max_rows if batched else None)  # noqa: N806 (a type)
+    return create_model(
+        f"{title_case(model)}Request",
+        __base__=Strict,
+        inputs=(Inputs, Field(description=f"every input of {model}, as nested JSON arrays{rows}")),
+    )
+
+
+def tensor_result(model: str, outputs: dict, batched: bool, max_rows: int) -> type[BaseModel]:
+    Outputs = tensors_model(f"{title_case(model)}Outputs", outputs, max_rows if batched else None, answer=True)  # noqa: N806
+    return create_model(
+        f"{title_case(model)}Result",
+        outputs=(Outputs, Field(description=f"every output of {model}" + (", a row for each input row" if batched else ""))),
+    )
+
+
+def title_case(model: str) -> str:
+    return "".join(part.capitalize() for part in model.split("_"))
 
 
 class Chunk(BaseModel):

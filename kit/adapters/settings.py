@@ -199,7 +199,11 @@ def require_cpu_inputs(force_cpu_only_input_tensors: bool) -> None:
 class RunnerSettings(PricedSettings):
     """What every runner takes: with a `merge_table`, requests of different shapes run as one padded batch where
     the table predicts that cheaper (kit/adapters/runner.py); without one, only equal shapes run together, as in
-    Triton."""
+    Triton. `door_route` and `door_axes`: where the front door serves a model from a spec (kit.control.specs), and
+    which of its inputs' axes must agree in length; the door reads them from the served config, the runner does not."""
+
+    door_route: str = field(default="", kw_only=True)
+    door_axes: str = field(default="", kw_only=True)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ graph whose rows mix, as a training-mode batch norm would, cannot be batched acr
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +20,8 @@ from onnx import helper
 from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import np_to_triton_dtype
 
-from kit.control.specs import ModelSpec
+from kit.control.configs import set_parameter
+from kit.control.specs import DOOR_AXES, DOOR_ROUTE, ModelSpec
 from kit.runners.onnx import make_session
 
 GRAPH = "model.onnx"  # the name the graph takes in its version folder: the ONNX runner's default
@@ -69,6 +72,10 @@ def onnx_config(spec: ModelSpec) -> mc.ModelConfig:
             if not dims:  # one value per row: Triton's dims cannot be empty, so [1] reshaped to the graph's []
                 tensor.reshape.SetInParent()
     config.instance_group.add(kind=mc.ModelInstanceGroup.KIND_GPU, count=spec.instances)
+    set_parameter(config, DOOR_ROUTE, spec.door_route)
+    axes = shared_axes(inputs, spec.max_batch_size > 0)
+    if axes:
+        set_parameter(config, DOOR_AXES, json.dumps(axes, separators=(",", ":")))
     if spec.max_batch_size > 0:
         batching = config.dynamic_batching
         batching.max_queue_delay_microseconds = spec.max_queue_delay_microseconds
@@ -79,6 +86,15 @@ def onnx_config(spec: ModelSpec) -> mc.ModelConfig:
         policy.allow_timeout_override = True
         policy.max_queue_size = QUEUE_PER_BATCH * spec.max_batch_size
     return config
+
+
+def shared_axes(inputs: list[onnx.ValueInfoProto], batched: bool) -> dict[str, list[str]]:
+    """Each input's non-batch axes by the graph's symbolic name ("" for a fixed or unnamed one), where two inputs
+    share a name: the graph needs those axes alike in length."""
+    names = {i.name: [d.dim_param for d in i.type.tensor_type.shape.dim][batched:] for i in inputs}
+    counts = Counter(name for axes in names.values() for name in set(axes) if name)
+    shared = {name for name, count in counts.items() if count > 1}
+    return {i: [a if a in shared else "" for a in axes] for i, axes in names.items() if shared & set(axes)}
 
 
 def example_inputs(config: mc.ModelConfig, rows: int, seed: int = 0) -> dict[str, np.ndarray]:

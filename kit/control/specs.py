@@ -26,6 +26,10 @@ MODELS = REPO_ROOT / "models"
 NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 ROUTE = re.compile(r"^/v1/[a-z0-9][a-z0-9_/-]*$")
 MAX_BATCH = 1024
+DOOR_ROUTE = "door_route"  # the config parameter that tells the front door where it serves a spec's model
+# The config parameter naming each input's free axes (JSON: input -> the graph's axis name or "" per dim), so that
+# the door refuses inputs whose shared axis (token ids and their mask along `length`) differ in length.
+DOOR_AXES = "door_axes"
 
 
 class SpecError(RepositoryError):

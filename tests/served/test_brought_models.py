@@ -1,9 +1,10 @@
 """Models a user brings as ONNX graphs (`kit add NAME --task onnx --from FILE`, nothing else): served on the
 real server beside the shipped models, their answers equal ONNX Runtime's on the same graph, batched across
-requests, and a request of the wrong shape fails alone."""
+requests, a request of the wrong shape fails alone, and the door serves each on its route by tensor name."""
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -15,6 +16,7 @@ from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
 from kit.control.specs import ModelSpec
 from tests.served.conftest import BROUGHT
+from tests.served.test_door_routes import assert_problem, call, running_door
 
 # Served against direct: the same graph and kernels; the batch a row lands in may change float rounding.
 RTOL, ATOL = 1e-5, 1e-6
@@ -103,3 +105,76 @@ def test_a_request_of_the_wrong_shape_fails_alone_with_a_clear_error(server, bro
             np.testing.assert_allclose(answer.result()["probs"], direct(brought_models["scorer"], x)["probs"], rtol=RTOL)
     message = caught.value.message()
     assert "'features'" in message and "[-1,8]" in message and "[1,7]" in message, message
+
+
+@pytest.fixture(scope="module")
+def door(server, tmp_path_factory):
+    with running_door(server.options.grpc_url, tmp_path_factory.mktemp("door") / "door.log") as running:
+        yield running
+
+
+def door_json(inputs: dict[str, np.ndarray]) -> dict:
+    return {"inputs": {name: array.tolist() for name, array in inputs.items()}}
+
+
+@pytest.mark.parametrize("model", sorted(BROUGHT))
+def test_the_door_serves_a_brought_model_on_its_route_by_tensor_name(model, door, brought_models):
+    inputs = rows(model, 3, seed=5)
+    answer = call(door, "POST", brought_models[model].door_route, json=door_json(inputs))
+    assert answer.status == 200, answer.data[:500]
+    outputs = answer.json()["outputs"]
+    for name, value in direct(brought_models[model], inputs).items():
+        np.testing.assert_allclose(np.array(outputs[name]).reshape(value.shape), value, rtol=RTOL, atol=ATOL)
+    document = call(door, "GET", "/openapi.json").json()
+    operation = document["paths"][brought_models[model].door_route]["post"]
+    schema = operation["requestBody"]["content"]["application/json"]["schema"]
+    assert sorted(schema["properties"]["inputs"]["properties"]) == sorted(inputs)
+    assert "$ref" not in json.dumps(schema), "the request schema stands alone in the document"
+
+
+@pytest.mark.parametrize(
+    "body, words",
+    [
+        ({"inputs": {"features": [[1.0, 2.0, 3.0]]}}, "at least 8 items"),
+        ({"inputs": {"features": [[1.0] * 8, [1.0] * 7]}}, "at least 8 items"),
+        ({"inputs": {"features": []}}, "at least 1 item"),
+        ({"inputs": {"features": [["a"] * 8]}}, "valid number"),
+        ({"inputs": {"features": [[1.0] * 8] * 65}}, "at most 64 items"),
+        ({"inputs": {}}, "Field required"),
+        ({"inputs": {"features": [[1.0] * 8], "extra": [1]}}, "Extra inputs"),
+        ({"inputs": {"features": [[True] * 8]}}, "valid number"),
+        ({"inputs": {"features": [[1e39] * 8]}}, "less than or equal to 3402823466"),
+    ],
+)
+def test_bad_input_to_a_brought_model_fails_alone_with_a_clear_4xx(door, brought_models, body, words):
+    good = [rows("scorer", 1, seed=300 + i) for i in range(8)]
+    with ThreadPoolExecutor(9) as pool:
+        answers = [pool.submit(call, door, "POST", "/v1/scorer", json=door_json(x)) for x in good]
+        refused = pool.submit(call, door, "POST", "/v1/scorer", json=body).result()
+        for x, answer in zip(good, answers):
+            got = np.array(answer.result().json()["outputs"]["probs"])
+            np.testing.assert_allclose(got, direct(brought_models["scorer"], x)["probs"], rtol=RTOL, atol=ATOL)
+    problem = assert_problem(refused, 422, "invalid-request")
+    assert words in json.dumps(problem), problem
+
+
+@pytest.mark.parametrize(
+    "body, kind, words",
+    [
+        ({"inputs": {"ids": [[1, 2]], "mask": [[1.0, 1.0], [1.0, 1.0]]}}, "invalid-input", "rows: ids 1, mask 2"),
+        (
+            {"inputs": {"ids": [[1, 2], [3]], "mask": [[1.0, 1.0]] * 2}},
+            "invalid-input",
+            "ids: lists of one axis differ in length",
+        ),
+        ({"inputs": {"ids": [[1, 2, 3]], "mask": [[1.0] * 4]}}, "invalid-input", "axis length: ids 3, mask 4"),
+        ({"inputs": {"ids": [[1.5, 2]], "mask": [[1.0, 1.0]]}}, "invalid-request", ""),
+        ({"inputs": {"ids": [["1", 2]], "mask": [[1.0, 1.0]]}}, "invalid-request", ""),
+        ({"inputs": {"ids": [[2**63, 2]], "mask": [[1.0, 1.0]]}}, "invalid-request", ""),
+    ],
+)
+def test_inputs_of_a_brought_model_are_held_to_their_types_and_rows(door, body, kind, words):
+    problem = assert_problem(call(door, "POST", "/v1/pooler", json=body), 422, kind)
+    assert words in problem["detail"], problem
+    whole = call(door, "POST", "/v1/pooler", json={"inputs": {"ids": [[1.0, 2]], "mask": [[1.0, 0]]}})
+    assert whole.status == 200 and whole.json()["outputs"]["count"] == [[1.0]], "JSON's 1.0 is a whole number"

@@ -309,7 +309,7 @@ def test_readiness_ids_and_metrics(door):
     assert body == {
         "ready": True,
         "triton": True,
-        "models": {"radar": True, "ocr": True, "health_code": True, "resnet50": True},
+        "models": {"radar": True, "ocr": True, "health_code": True, "resnet50": True, "scorer": True, "pooler": True},
         "dead_stubs": [],
         "stubs_visible": True,
     }

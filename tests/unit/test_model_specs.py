@@ -3,6 +3,7 @@ the build with a message that names the spec, the key and the fix; a good spec b
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -114,6 +115,7 @@ def test_a_spec_becomes_a_batched_model_of_every_profile(graphs, tmp_path, profi
     ]
     outputs = [(t.name, list(t.dims), t.HasField("reshape")) for t in config.output]
     assert outputs == [("pooled", [6], False), ("count", [1], True)]
+    assert json.loads(config.parameters["door_axes"].string_value) == {"ids": ["length"], "mask": ["length"]}
     policy = config.dynamic_batching.default_queue_policy
     assert 0 < policy.max_queue_size <= 4096 and policy.timeout_action == mc.ModelQueuePolicy.REJECT
 
