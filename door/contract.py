@@ -27,7 +27,7 @@ from tritonclient.utils import InferenceServerException
 
 from kit.adapters.settings import RadarSettings, Settings, SettingsError, settings_class
 from kit.control.canary import CanaryError, GoldenSet, golden_from_parameter
-from kit.control.configs import parameters
+from kit.control.configs import parameters, wire_type
 from kit.control.specs import DOOR_AXES, DOOR_ROUTE
 
 log = logging.getLogger("door")
@@ -70,11 +70,6 @@ class Served:
 
     def datatype(self, name: str) -> str:
         return wire_type(self.spec.inputs[name][0])
-
-
-def wire_type(config_type: str) -> str:
-    """A config's data type (TYPE_FP32) as the inference protocol names it (FP32; TYPE_STRING is BYTES)."""
-    return "BYTES" if config_type == "TYPE_STRING" else config_type.removeprefix("TYPE_")
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,12 @@ from starlette.datastructures import UploadFile
 from tritonclient.utils import triton_to_np_dtype
 
 from door import images, schemas
-from door.contract import Contract, Served, wire_type
+from door.contract import Contract, Served
 from door.openapi import inlined, problem_responses
 from door.problems import Problem, invalid
 from door.settings import DoorSettings
 from door.upstream import Upstream
+from kit.control.configs import wire_type
 
 JSON = "application/json"
 FORM = "multipart/form-data"

@@ -3,11 +3,14 @@
     python -m perf sweep --spec full --out perf/results/radar       # make perf
     python -m perf sweep --spec quick                               # make perf-quick: build/perf/results-quick
     python -m perf sweep --spec gpu --deadline T --out DIR          # the GPU run (deploy/gpu-host/run.sh)
+    python -m perf sweep --model NAME                               # a model from its spec: build/perf/models/NAME
     python -m perf report                                           # every perf/results/<workload>/REPORT.md, and perf/RESULTS.md
 
 A spec's `workload` (perf.workloads: radar, radar-precision, ocr, resnet) picks the inputs, the kit's models and the
-baselines. A sweep writes results.json, sweeps.csv, probes.csv, plots and REPORT.md into --out; when
---out is the workload's folder under perf/results/, the index perf/RESULTS.md is regenerated too. A suite
+baselines; `--model NAME` measures the model of models/NAME.toml instead (perf.workloads.tensor, with the spec
+perf/specs/model.json unless --spec names another). A sweep writes results.json, sweeps.csv, probes.csv, plots and
+REPORT.md into --out; when --out is the workload's folder under perf/results/, the index perf/RESULTS.md is
+regenerated too. A suite
 spec runs each of its specs into a subfolder of --out and writes an index of them there. The command
 exits 1 when a step failed or was skipped (a deadline too near, a server that did not start).
 """
@@ -23,11 +26,16 @@ import traceback
 from pathlib import Path
 
 from kit.control.configs import REPO_ROOT
+from kit.control.specs import MODELS, read_specs
 from perf.engine import report, sweep
 from perf.engine.budget import Budget
 from perf.engine.spec import load_spec
 from perf.engine.targets import merged
+from perf.engine.workload import Workload
 from perf.workloads import WORKLOADS
+from perf.workloads.tensor import TensorModelWorkload
+
+MODEL_WORKLOAD = "model"  # perf/specs/model.json's: the workload comes from --model
 
 
 def committed() -> list[tuple]:
@@ -39,9 +47,11 @@ def committed() -> list[tuple]:
     ]
 
 
-def run_one(spec: dict, out: Path, work: Path, args: argparse.Namespace, argv: list[str], budget: Budget) -> dict:
-    """One spec into `out`: its results, CSVs, plots and report."""
-    w = WORKLOADS[spec.get("workload", "radar")]
+def run_one(
+    spec: dict, out: Path, work: Path, args: argparse.Namespace, argv: list[str], budget: Budget, w: Workload | None = None
+) -> dict:
+    """One spec into `out` (on workload `w`, else the one the spec names): its results, CSVs, plots and report."""
+    w = w or WORKLOADS[spec.get("workload", "radar")]
     if args.max_concurrency:
         for loads in [spec["sweep"], *spec["extra"].values()]:
             loads["concurrency"] = [c for c in loads.get("concurrency", []) if c <= args.max_concurrency]
@@ -64,13 +74,37 @@ def failed(results: list[dict]) -> bool:
     return any(r["errors"] or r["skipped"] for r in results)
 
 
+def run_model(args: argparse.Namespace, argv: list[str]) -> int:
+    """`--model NAME`: the spec's model against the hand-rolled designs on the same graph."""
+    specs = read_specs(args.models)
+    if args.model not in specs:
+        print(
+            f"error: no spec {args.model!r} in {args.models} (there: {sorted(specs) or 'none'}); see docs/MODELS.md",
+            file=sys.stderr,
+        )
+        return 2
+    model = specs[args.model]
+    spec = load_spec(args.spec or "model")
+    spec["path"] = os.path.relpath(spec["path"], REPO_ROOT)
+    spec["model"] = os.path.relpath(model.source_path.parent, REPO_ROOT)  # the report names it as the command did
+    out = args.out or REPO_ROOT / "build" / "perf" / "models" / args.model
+    budget = Budget(args.deadline or (time.time() + args.budget if args.budget else None))
+    w = TensorModelWorkload(model)
+    return int(failed([run_one(merged(spec, args.override), out, args.work / "models" / args.model, args, argv, budget, w)]))
+
+
 def run_sweep(args: argparse.Namespace, argv: list[str]) -> int:
-    spec = load_spec(args.spec)
+    if args.model:
+        return run_model(args, argv)
+    spec = load_spec(args.spec or "quick")
     name = Path(spec["path"]).stem
     spec["path"] = os.path.relpath(spec["path"], REPO_ROOT)
     out = args.out or REPO_ROOT / "build" / "perf" / f"results-{name}"
     deadline = args.deadline or (time.time() + args.budget if args.budget else None)
     budget = Budget(deadline)
+    if spec.get("workload") == MODEL_WORKLOAD:
+        print(f"error: {spec['path']} measures a model from its spec: pass --model NAME", file=sys.stderr)
+        return 2
     if "suite" not in spec:
         return int(failed([run_one(merged(spec, args.override), out, args.work / name, args, argv, budget)]))
     runs, broken = {}, []
@@ -105,7 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     s = commands.add_parser("sweep", help="run a spec: the kit, its baselines and the limit")
-    s.add_argument("--spec", default="quick", help="a name under perf/specs/ or a path")
+    s.add_argument("--spec", help="a name under perf/specs/ or a path (default: quick; model with --model)")
+    s.add_argument("--model", help="measure the model of a spec (models/NAME.toml) instead of a shipped workload")
+    s.add_argument("--models", type=Path, default=MODELS, help="the folder of model specs")
     s.add_argument("--out", type=Path, help="results, plots and REPORT.md (default: build/perf/results-<spec>)")
     s.add_argument("--work", type=Path, default=REPO_ROOT / "build" / "perf", help="repositories, logs, raw perf_analyzer files")
     s.add_argument("--families", nargs="+", help="only these target families")

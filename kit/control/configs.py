@@ -47,6 +47,11 @@ def source_models(source: Path = SOURCE) -> list[str]:
     return sorted(p.parent.name for p in source.glob("*/config.pbtxt"))
 
 
+def wire_type(config_type: str) -> str:
+    """A config's data type (TYPE_FP32) as the inference protocol names it (FP32; TYPE_STRING is BYTES)."""
+    return "BYTES" if config_type == "TYPE_STRING" else config_type.removeprefix("TYPE_")
+
+
 def parameters(config: mc.ModelConfig) -> dict[str, str]:
     return {key: value.string_value for key, value in config.parameters.items()}
 

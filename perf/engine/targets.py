@@ -70,7 +70,8 @@ def model_source(workdir: Path, models: tuple[str, ...]) -> Path:
         shutil.rmtree(source)  # links only
     source.mkdir(parents=True)
     for name in (*models, "profiles", "artifacts.json", "devices"):
-        (source / name).symlink_to(SOURCE / name)
+        if (SOURCE / name).exists():  # a model from a spec has no source folder
+            (source / name).symlink_to(SOURCE / name)
     return source
 
 
@@ -89,7 +90,9 @@ def variant_configs(workload: Workload, setting: dict, model_dir: Path, workdir:
     """The configs a kit variant serves with (profile applied, parameters derived and checked), unbuilt."""
     artifacts = linked_artifacts(workdir, model_dir, workload.artifacts)
     source = model_source(workdir, workload.models)
-    configs, _ = resolved(workload.deployment.profile, artifacts, source, variant_profile(workload, setting))
+    configs, _ = resolved(
+        workload.deployment.profile, artifacts, source, variant_profile(workload, setting), specs=workload.specs
+    )
     return configs
 
 
@@ -126,7 +129,7 @@ class KitTarget:
         repository = self.workdir / "repository"
         artifacts = linked_artifacts(self.workdir, self.model_dir, self.workload.artifacts)
         source = model_source(self.workdir, self.workload.models)
-        build(self.workload.deployment.profile, repository, artifacts, source, self.profile())
+        build(self.workload.deployment.profile, repository, artifacts, source, self.profile(), self.workload.specs)
         options = ServerOptions.on_free_ports(
             repository,
             gpu_metrics=self.workload.deployment.on_gpu,

@@ -79,6 +79,9 @@ class Workload:
     load_note: str = ""  # on how requests reach each target
     workers_note: str = ""  # on what the memory table's worker count means for the kit
     goals: dict = {}  # the targets judged where a spec names none (perf.engine.verdicts)
+    # Models from specs (kit.control.specs) that kit variants serve beside `models`; none for the shipped workloads,
+    # whose variants so leave out whatever specs the project's models/ holds.
+    specs: dict = {}
 
     def for_spec(self, spec: dict) -> Workload:
         """This workload deployed as `spec` says (its `profile` and `placement`)."""

@@ -282,3 +282,18 @@ def test_every_design_serves_the_same_simulated_device_and_the_report_projects_i
     report = (tmp_path / "REPORT.md").read_text()
     assert "## Serving cost: CPU per chunk and what 16 cores could feed" in report and "| door ms |" in report
     assert "spends <= 1000 ms of server CPU per chunk" in report and "-> **missed**" not in report
+
+
+def test_a_model_from_a_spec_is_benchmarked_against_the_hand_rolled_designs_by_name(tmp_path, brought_models):
+    """`python -m perf sweep --model NAME`: every design on the spec's graph, its limit, its accuracy and its report,
+    with nothing written for the model but its spec."""
+    short = {"window": {"warmup_s": 0.5, "duration_s": 1.0}, "sweep": {"concurrency": [4]}, "limit": {"batch_sizes": [1, 8]}}
+    folder = brought_models["pooler"].path.parent
+    args = ["sweep", "--model", "pooler", "--models", str(folder), "--out", str(tmp_path), "--work", str(tmp_path / "work")]
+    assert perf([*args, "--override", json.dumps(short)]) == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert sorted({r["family"] for r in results["sweeps"]}) == ["batcher", "door", "flask", "kit", "uvicorn"]
+    assert all(not r["error"] and r["rows_per_s"] > 0 for r in results["sweeps"]), results["sweeps"]
+    assert results["accuracy"]["max_abs_diff"] <= 1e-5 and results["limit"]["best"]["rows_per_s"] > 0
+    report = (tmp_path / "REPORT.md").read_text()
+    assert "FastAPI + asyncio batcher" in report and "## The limit" in report

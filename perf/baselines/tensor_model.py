@@ -1,0 +1,57 @@
+"""A spec's model (kit.control.specs) as the hand-rolled designs load it: its graph in one ONNX Runtime session per
+process, the door's JSON body in ({"inputs": {tensor: nested arrays}}), its answer's JSON out. The tensors and
+their types come from the config the kit derives from the same spec, so every design reads the same body.
+
+    MODEL_SPEC=models/scorer.toml ORT_THREADS=2 python -m perf.baselines.flask_tensor --port 5000
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+from tritonclient.grpc import model_config_pb2 as mc
+from tritonclient.utils import triton_to_np_dtype
+
+from kit.control.configs import wire_type
+from kit.control.specs import read_spec
+from kit.control.tasks import task_of
+from kit.pipelines.errors import InputError
+from kit.runners.onnx import make_session
+
+
+class TensorModel:
+    def __init__(self, spec_path: Path, threads: int):
+        spec = read_spec(spec_path)
+        config = task_of(spec).config(spec)
+        self.dtypes = {t.name: triton_to_np_dtype(wire_type(mc.DataType.Name(t.data_type))) for t in config.input}
+        self.outputs = [t.name for t in config.output]
+        self.session = make_session(spec.source_path, threads)
+
+    def arrays(self, body: object) -> dict[str, np.ndarray]:
+        """The body's inputs as arrays of the graph's types; InputError where one is missing or not rectangular."""
+        inputs = body.get("inputs") if isinstance(body, dict) else None
+        if not isinstance(inputs, dict) or set(inputs) != set(self.dtypes):
+            raise InputError(f"the body must be {{'inputs': {{...}}}} with the inputs {sorted(self.dtypes)}")
+        try:
+            return {name: np.asarray(inputs[name], dtype=dtype) for name, dtype in self.dtypes.items()}
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise InputError(f"an input is not a rectangular array of its type: {exc}") from None
+
+    def run(self, arrays: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return self.session.run(self.outputs, arrays)
+
+    def answer(self, outputs: list[np.ndarray]) -> dict:
+        return {"outputs": {name: value.tolist() for name, value in zip(self.outputs, outputs)}}
+
+    def predict(self, body: object) -> dict:
+        return self.answer(self.run(self.arrays(body)))
+
+
+def from_env() -> TensorModel:
+    model = TensorModel(Path(os.environ["MODEL_SPEC"]), int(os.environ.get("ORT_THREADS", "1")))
+    # The perf kit counts these lines to know that every worker process has loaded its model.
+    print(f"tensor model ready in pid {os.getpid()}", file=sys.stderr, flush=True)
+    return model

@@ -1,0 +1,142 @@
+"""A model from a user's spec (kit.control.specs) as a workload: `python -m perf sweep --model NAME` measures it the
+way the shipped models are measured, with nothing written for it.
+
+Requests carry `rows` rows of random inputs of the graph's own tensors (kit.control.onnx_task.example_inputs: free
+axes of 3, whole numbers 0-9 for integer inputs), the same rows for every design: the kit over gRPC, the kit through
+the door's tensor route, and the hand-rolled designs on the same graph (perf/baselines/*_tensor*.py: Flask per
+request, FastAPI + uvicorn per request, FastAPI with an asyncio batcher). The limit is the graph in this process, its
+rows run in batches of each of the spec's sizes; the accuracy check compares served rows with the same rows run
+alone in ONNX Runtime.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import numpy as np
+import tritonclient.grpc as grpcclient
+
+from kit.control.onnx_task import example_inputs
+from kit.control.specs import ModelSpec
+from kit.control.tasks import task_of
+from kit.runners.onnx import make_session
+from perf.engine.inputs import InputSet
+from perf.engine.limit import CORES, in_parallel
+from perf.engine.load import tensor
+from perf.engine.tables import table
+from perf.engine.workload import Baseline, Workload
+
+ACCURACY_TIMEOUT_S = 60.0
+LIMIT_PASSES = 20  # the limit runs the input set's rows this many times at each batch size
+
+
+class TensorModelWorkload(Workload):
+    """The workload of one spec's model."""
+
+    request, item = "request", "row"
+    needs = ()
+    endpoint = "predict"
+    baselines = {
+        "flask": Baseline("flask", "perf.baselines.flask_tensor:app", "Flask"),
+        "uvicorn": Baseline("uvicorn", "perf.baselines.fastapi_tensor:app", "FastAPI + uvicorn"),
+        "batcher": Baseline("uvicorn", "perf.baselines.fastapi_tensor_batcher:app", "FastAPI + asyncio batcher"),
+    }
+    load_note = (
+        "the kit over gRPC gets each request's rows as the graph's tensors; the door and the hand-rolled designs get the "
+        'same rows as the door\'s JSON body, {"inputs": {tensor: nested arrays}}.'
+    )
+
+    def __init__(self, spec: ModelSpec):
+        self.spec = spec
+        self.name = self.title = self.entry = self.workers = self.artifacts = spec.name
+        self.models = (spec.name,)
+        self.specs = {spec.name: spec}
+        self.door_route = spec.door_route.removeprefix("/")
+        self.model_note = f"{spec.name} from {spec.path.name} (task {spec.task}: {spec.source_path.name})"
+        self.config = task_of(spec).config(spec)
+
+    def label(self, models: dict) -> str:
+        settings = models[self.spec.name]
+        return f"instances={settings.get('instances', self.spec.instances)}"
+
+    def setup(self, spec: dict, model_dir: Path, work: Path) -> dict[str, InputSet]:
+        sets = {}
+        for s in spec["inputs"]:
+            tensors = [example_inputs(self.config, s["rows"], s["seed"] + i) for i in range(s["count"])]
+            bodies = [json.dumps({"inputs": {k: v.tolist() for k, v in t.items()}}).encode() for t in tensors]
+            sets[s["name"]] = InputSet(s["name"], tensors, float(s["rows"]), tensors=tensors, bodies=bodies)
+        return sets
+
+    def baseline_environment(self, family: str, setting: dict, model_dir: Path, work: Path) -> dict[str, str]:
+        env = {"MODEL_SPEC": str(self.spec.path.resolve())}
+        if family == "batcher":
+            env |= {"BATCH_SIZE_MAX": str(setting["batch_size_max"]), "BATCH_TIMEOUT": str(setting["batch_timeout_ms"] / 1000)}
+        return env
+
+    def limit(self, spec: dict, model_dir: Path, work: Path, inputs: dict[str, InputSet]) -> dict:
+        """Rows/s of the graph in this process (all cores) on the limit's input set, in batches of each size."""
+        items = inputs[spec["limit"]["input"]].items
+        layouts = []
+        for b in spec["limit"]["batch_sizes"]:
+            wall, cpu = in_parallel([functools.partial(limit_job, self.spec.source_path, items, b)])
+            rows = LIMIT_PASSES * sum(len(next(iter(t.values()))) for t in items)
+            layouts.append({"layout": f"ONNX Runtime, {CORES} threads", "batch": b, "rows_per_s": rows / wall})
+            layouts[-1]["rows_per_cpu_s"] = rows / cpu
+            print(f"  batch {b}: {layouts[-1]['rows_per_s']:.1f} rows/s", flush=True)
+        return {"layouts": layouts, "best": max(layouts, key=lambda r: r["rows_per_s"])}
+
+    def accuracy(self, target, spec: dict, model_dir: Path, inputs: dict[str, InputSet]) -> dict:
+        """Served outputs of the first requests against each request's rows run alone in ONNX Runtime."""
+        items = inputs[spec["sweep"]["input"]].tensors[: spec["accuracy"].get("requests", 8)]
+        session = make_session(self.spec.source_path, CORES)
+        names = [t.name for t in self.config.output]
+        client = grpcclient.InferenceServerClient(target.grpc_url)
+        worst = 0.0
+        try:
+            for arrays in items:
+                result = client.infer(self.entry, [tensor(k, v) for k, v in arrays.items()], client_timeout=ACCURACY_TIMEOUT_S)
+                for name, want in zip(names, session.run(names, arrays)):
+                    got = result.as_numpy(name).reshape(want.shape)
+                    worst = max(worst, float(np.abs(got.astype(np.float64) - want).max(initial=0.0)))
+        finally:
+            client.close()
+        return {"requests": len(items), "max_abs_diff": worst, "reference": f"{self.spec.source_path.name} on ONNX Runtime"}
+
+    def sections(self, results: dict, out_dir: Path) -> list[str]:
+        lim = results.get("limit")
+        if not lim:
+            return []
+        rows = [[r["layout"], r["batch"], f"{r['rows_per_s']:.1f}", f"{r['rows_per_cpu_s']:.1f}"] for r in lim["layouts"]]
+        best = lim["best"]
+        return [
+            "## The limit (offline, in-process, same rows)\n",
+            f"The graph alone in this process, the input set's rows run {LIMIT_PASSES} times in batches of each size.\n",
+            *table(["layout", "batch", "rows/s", "rows / CPU-s"], rows),
+            f"\nBest: **{best['layout']} at batch {best['batch']}: {best['rows_per_s']:.1f} rows/s**.\n",
+        ]
+
+    def inputs_line(self, spec: dict) -> str:
+        shapes = ", ".join(f"{t.name} {list(t.dims)}" for t in self.config.input)
+        return "; ".join(
+            f"`{s['name']}`: {s['count']} requests of {s['rows']} row(s) each, random ({shapes} without the batch axis, "
+            f"free axes of 3; seed {s['seed']})"
+            for s in spec["inputs"]
+        )
+
+
+def limit_job(graph: Path, items: list[dict[str, np.ndarray]], batch: int):
+    """The limit's work: every item's rows, LIMIT_PASSES times, in batches of `batch` rows (their shapes are alike)."""
+    session = make_session(graph, CORES)
+    names = [o.name for o in session.get_outputs()]
+    rows = {k: np.concatenate([item[k] for item in items]) for k in items[0]}
+    count = len(next(iter(rows.values())))
+    session.run(names, {k: v[:batch] for k, v in rows.items()})  # warm-up, outside the time
+
+    def work() -> None:
+        for _ in range(LIMIT_PASSES):
+            for start in range(0, count, batch):
+                session.run(names, {k: v[start : start + batch] for k, v in rows.items()})
+
+    return work
