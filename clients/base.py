@@ -55,7 +55,11 @@ class ModelClient:
     Overload errors (gRPC UNAVAILABLE, HTTP 503, server restarting) are retried under `retry` and counted in
     `retries.count`; bad input (INVALID_ARG, 400) is raised at once. `base64_json` sends Triton's plain REST JSON
     instead of tritonclient's binary tensors, BYTES inputs as base64 text, for models that decode it.
-    `api_key` is the door's X-API-Key (protocol "door"; None: $DOOR_API_KEY, if set).
+    `api_key` is the door's X-API-Key (protocol "door"; None: $DOOR_API_KEY, if set). Through the door, `infer` posts to
+    the model's tensor route, `route` (default /v1/<model> with - for _, as a model from a spec is served):
+
+        ModelClient("scorer", ["probs"], "localhost:8001").infer({"features": rows})
+        ModelClient("scorer", ["probs"], "http://localhost:8080", "door").infer({"features": rows})
     """
 
     def __init__(
@@ -69,6 +73,7 @@ class ModelClient:
         retry: RetryPolicy = RetryPolicy(),
         base64_json: bool = False,
         api_key: str | None = None,
+        route: str | None = None,
     ):
         if base64_json and protocol != "http":
             raise ValueError("base64 JSON is a plain HTTP/REST request: use protocol 'http'")
@@ -76,10 +81,14 @@ class ModelClient:
         self.concurrency = concurrency
         self.retry = retry
         self.base64_json = base64_json
+        self.route = route or "/v1/" + model.replace("_", "-")
         self.door, self.retries, self.endpoint = transport(url, protocol, retry, api_key)
         self.clients = None if self.door else ThreadLocalClients(self.endpoint)
 
     def infer(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self.door:  # the door retries by its own policy, Retry-After included
+            answer = self.door.infer(self.route, inputs)
+            return {name: answer[name] for name in self.output_names}
         return call_with_retry(self._request(inputs), self.retry, self.retries)
 
     def _request(self, inputs: dict[str, np.ndarray]) -> Callable[[], dict[str, np.ndarray]]:

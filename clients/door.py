@@ -86,6 +86,12 @@ class DoorClient:
         answer = self.post("/v1/resnet50", {"shape": list(data.shape), "data": b64(data.tobytes())})
         return np.array(answer["probs"], dtype=np.float32)
 
+    def infer(self, path: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """A model's tensor route (a model from a spec, docs/MODELS.md): inputs and outputs by tensor name, rows first.
+        Outputs come back as JSON numbers: float64 or int64 arrays, None where the model answered NaN or infinity."""
+        answer = self.post(path, {"inputs": {name: np.asarray(value).tolist() for name, value in inputs.items()}})
+        return {name: np.array(value) for name, value in answer["outputs"].items()}
+
     def post(self, path: str, body: dict) -> Any:
         delays = self.retry.delays()
         while True:

@@ -14,6 +14,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
+from clients.base import ModelClient
 from kit.control.specs import ModelSpec
 from tests.served.conftest import BROUGHT
 from tests.served.test_door_routes import assert_problem, call, running_door
@@ -178,3 +179,16 @@ def test_inputs_of_a_brought_model_are_held_to_their_types_and_rows(door, body, 
     assert words in problem["detail"], problem
     whole = call(door, "POST", "/v1/pooler", json={"inputs": {"ids": [[1.0, 2]], "mask": [[1.0, 0]]}})
     assert whole.status == 200 and whole.json()["outputs"]["count"] == [[1.0]], "JSON's 1.0 is a whole number"
+
+
+@pytest.mark.parametrize("transport", ["grpc", "http", "door"])
+def test_the_kit_s_generic_client_calls_a_brought_model_on_every_transport(transport, server, door, brought_models):
+    url = {"grpc": server.options.grpc_url, "http": server.options.http_url, "door": door.url}[transport]
+    client = ModelClient("pooler", OUTPUTS["pooler"], url, transport)
+    try:
+        inputs = rows("pooler", 3, seed=7)
+        answer = client.infer(inputs)
+    finally:
+        client.close()
+    for name, value in direct(brought_models["pooler"], inputs).items():
+        np.testing.assert_allclose(answer[name].reshape(value.shape), value, rtol=RTOL, atol=ATOL)
