@@ -6,10 +6,12 @@ placed this instance on.
 
 from kit.adapters.runner import RunnerModel
 from kit.adapters.settings import OnnxRunnerSettings
-from kit.runners.onnx import OnnxModel
+from kit.runners.onnx import BAD_INPUT, OnnxModel
 
 
 class TritonPythonModel(RunnerModel):
+    bad_input = BAD_INPUT
+
     def initialize(self, args):
         output_names = self.tensor_names(args)
         settings, version_dir = OnnxRunnerSettings.from_args(args)

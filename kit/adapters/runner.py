@@ -34,6 +34,7 @@ class RunnerModel:
     model: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
     input_names: list[str]
     planner: Callable[[Sequence[Request]], Plan] | None = None
+    bad_input: tuple[type[Exception], ...] = ()  # what the model raises for a request's own bad input: INVALID_ARG
 
     def tensor_names(self, args: dict) -> list[str]:
         """Keeps the config's input names for `execute`; returns its output names, which the runner serves."""
@@ -56,6 +57,11 @@ class RunnerModel:
             first = [request[self.input_names[0]] for request in inputs]
             plan = self.planner([Request(tuple(array.shape[1:]), len(array)) for array in first])
         return [
-            error_response(f"inference failed: {result}", "INTERNAL") if isinstance(result, Exception) else response(result)
+            self.error(result) if isinstance(result, Exception) else response(result)
             for result in run_batched(self.model, inputs, plan, padded if plan is not None else np.concatenate)
         ]
+
+    def error(self, exc: Exception):
+        if isinstance(exc, self.bad_input):
+            return error_response(f"the model refused this input: {exc}")
+        return error_response(f"inference failed: {exc}", "INTERNAL")

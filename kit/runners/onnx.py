@@ -12,10 +12,14 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
+from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 
 from kit.runners.batched import Inputs
 
 CPU = "CPUExecutionProvider"
+# What ONNX Runtime raises for input the graph refuses (a type or rank it does not take, an index out of a table's
+# range): the request's own fault, not the server's.
+BAD_INPUT = (InvalidArgument,)
 # ONNX Runtime's graph optimisation levels by name (names, not enums, cross process boundaries). The
 # kit serves SERVED_LEVEL; "extended" and above include the transformer fusions (layer norm, GELU, attention).
 SERVED_LEVEL = "all"

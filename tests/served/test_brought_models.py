@@ -192,3 +192,23 @@ def test_the_kit_s_generic_client_calls_a_brought_model_on_every_transport(trans
         client.close()
     for name, value in direct(brought_models["pooler"], inputs).items():
         np.testing.assert_allclose(answer[name].reshape(value.shape), value, rtol=RTOL, atol=ATOL)
+
+
+def test_an_index_the_graph_refuses_fails_alone_as_bad_input_not_as_a_server_error(server, door, brought_models):
+    """ONNX Runtime's INVALID_ARGUMENT (an id outside the embedding table) is the request's fault: INVALID_ARG from
+    Triton, 422 from the door, while the requests beside it in the batch are answered."""
+    url = server.options.grpc_url
+    good = [rows("pooler", 1, seed=400 + i) for i in range(12)]
+    out_of_table = {"ids": np.array([[3, 12]], dtype=np.int64), "mask": np.ones((1, 2), dtype=np.float32)}
+    with ThreadPoolExecutor(13) as pool:
+        answers = [pool.submit(infer, url, "grpc", "pooler", x) for x in good]
+        refused = pool.submit(infer, url, "grpc", "pooler", out_of_table)
+        with pytest.raises(InferenceServerException) as caught:
+            refused.result()
+        for x, answer in zip(good, answers):
+            np.testing.assert_allclose(
+                answer.result()["pooled"], direct(brought_models["pooler"], x)["pooled"], rtol=RTOL, atol=ATOL
+            )
+    assert caught.value.status().endswith("INVALID_ARGUMENT") and "out of data bounds" in caught.value.message()
+    problem = assert_problem(call(door, "POST", "/v1/pooler", json=door_json(out_of_table)), 422, "invalid-input")
+    assert "out of data bounds" in problem["detail"], problem
