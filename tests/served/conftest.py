@@ -19,14 +19,18 @@ from tests.radar_reference import direct_scorer
 # Users' models served beside the shipped ones: graphs of shapes the kit was not written around, each added by
 # `kit add` alone (docs/MODELS.md), by name -> the function that writes its graph.
 BROUGHT = {"scorer": onnx_graphs.mlp, "pooler": onnx_graphs.pooled_embeddings}
+# A graph whose rows change each other (a mean over the batch), added unbatched as `kit add` advises for it.
+UNBATCHED = {"centred": onnx_graphs.mixing_rows}
 
 
 @pytest.fixture(scope="session")
 def brought_models(tmp_path_factory) -> dict[str, ModelSpec]:
     root = tmp_path_factory.mktemp("brought")
-    for name, write in BROUGHT.items():
+    for name, write in (BROUGHT | UNBATCHED).items():
         graph = write(root / f"{name}.onnx")
-        assert kit_main(["add", name, "--task", "onnx", "--from", str(graph), "--models", str(root / "models")]) == 0
+        unbatched = ["--max-batch-size", "0"] if name in UNBATCHED else []
+        args = ["add", name, "--task", "onnx", "--from", str(graph), "--models", str(root / "models"), *unbatched]
+        assert kit_main(args) == 0
     return read_specs(root / "models")
 
 

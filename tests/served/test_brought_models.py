@@ -212,3 +212,23 @@ def test_an_index_the_graph_refuses_fails_alone_as_bad_input_not_as_a_server_err
     assert caught.value.status().endswith("INVALID_ARGUMENT") and "out of data bounds" in caught.value.message()
     problem = assert_problem(call(door, "POST", "/v1/pooler", json=door_json(out_of_table)), 422, "invalid-input")
     assert "out of data bounds" in problem["detail"], problem
+
+
+def test_a_graph_whose_rows_mix_is_served_unbatched_as_one_tensor(server, door, brought_models):
+    """`kit add --max-batch-size 0`: no batch axis, no dynamic batching; a request's tensor is the graph's whole
+    input, so its rows are centred on their own mean, through Triton and the door alike."""
+    features = np.random.default_rng(8).standard_normal((5, 4)).astype(np.float32)
+    want = direct(brought_models["centred"], {"features": features})["centred"]
+    client = grpcclient.InferenceServerClient(server.options.grpc_url)
+    try:
+        assert client.get_model_config("centred").config.max_batch_size == 0
+        tensor = grpcclient.InferInput("features", [5, 4], "FP32")
+        tensor.set_data_from_numpy(features)
+        np.testing.assert_allclose(client.infer("centred", [tensor]).as_numpy("centred"), want, rtol=RTOL, atol=ATOL)
+    finally:
+        client.close()
+    answer = call(door, "POST", "/v1/centred", json={"inputs": {"features": features.tolist()}})
+    assert answer.status == 200, answer.data[:300]
+    np.testing.assert_allclose(np.array(answer.json()["outputs"]["centred"]), want, rtol=RTOL, atol=ATOL)
+    short = call(door, "POST", "/v1/centred", json={"inputs": {"features": [[1.0, 2.0, 3.0]]}})
+    assert_problem(short, 422, "invalid-request")
