@@ -61,7 +61,7 @@ class ModelSpec:
         return self.route or "/v1/" + self.name.replace("_", "-")
 
     def error(self, key: str, problem: str, fix: str) -> SpecError:
-        return SpecError(f"{self.path}: `{key}` {problem}; {fix}")
+        return spec_error(self.path, key, problem, fix)
 
 
 KEYS = {f.name: f for f in fields(ModelSpec) if f.name not in ("name", "path")}
