@@ -10,12 +10,11 @@ from __future__ import annotations
 import asyncio
 import os
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
 
 import numpy as np
 
 from perf.baselines.radar_model import from_env
-from perf.baselines.service import TextIn, refusing_bad_input, service
+from perf.baselines.service import TextIn, next_batch, refusing_bad_input, running, service
 
 BATCH_SIZE_MAX = int(os.environ.get("BATCH_SIZE_MAX", "16"))
 BATCH_TIMEOUT = float(os.environ.get("BATCH_TIMEOUT", "0.01"))
@@ -41,13 +40,7 @@ def run_batch(items: list[tuple[np.ndarray, np.ndarray, asyncio.Future]]) -> lis
 async def batch_loop() -> None:
     loop = asyncio.get_running_loop()
     while True:
-        batch = [await queue.get()]
-        deadline = loop.time() + BATCH_TIMEOUT
-        while len(batch) < BATCH_SIZE_MAX and (left := deadline - loop.time()) > 0:
-            try:
-                batch.append(await asyncio.wait_for(queue.get(), left))
-            except TimeoutError:
-                break
+        batch = await next_batch(queue, BATCH_SIZE_MAX, BATCH_TIMEOUT)
         try:
             logits = await loop.run_in_executor(runner, run_batch, batch)
         except Exception as exc:  # the batch's requests fail; the loop keeps serving
@@ -58,14 +51,7 @@ async def batch_loop() -> None:
             future.set_result(row)
 
 
-@asynccontextmanager
-async def lifespan(_app):
-    task = asyncio.create_task(batch_loop())
-    yield
-    task.cancel()
-
-
-app = service(lifespan=lifespan)
+app = service(lifespan=running(batch_loop))
 
 
 @app.post("/predict")

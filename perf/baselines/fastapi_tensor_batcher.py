@@ -10,12 +10,11 @@ from __future__ import annotations
 import asyncio
 import os
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
 
 import numpy as np
 from fastapi import Body
 
-from perf.baselines.service import refusing_bad_input, service
+from perf.baselines.service import next_batch, refusing_bad_input, running, service
 from perf.baselines.tensor_model import from_env
 
 BATCH_SIZE_MAX = int(os.environ.get("BATCH_SIZE_MAX", "64"))
@@ -56,27 +55,13 @@ def run_batch(items: list[Item]) -> list[list[np.ndarray] | Exception]:
 async def batch_loop() -> None:
     loop = asyncio.get_running_loop()
     while True:
-        batch = [await queue.get()]
-        deadline, size = loop.time() + BATCH_TIMEOUT, rows(batch[0][0])
-        while size < BATCH_SIZE_MAX and (left := deadline - loop.time()) > 0:
-            try:
-                batch.append(await asyncio.wait_for(queue.get(), left))
-            except TimeoutError:
-                break
-            size += rows(batch[-1][0])
+        batch = await next_batch(queue, BATCH_SIZE_MAX, BATCH_TIMEOUT, size=lambda item: rows(item[0]))
         answers = await loop.run_in_executor(runner, run_batch, batch)
         for (_, future), answer in zip(batch, answers):
             future.set_exception(answer) if isinstance(answer, Exception) else future.set_result(answer)
 
 
-@asynccontextmanager
-async def lifespan(_app):
-    task = asyncio.create_task(batch_loop())
-    yield
-    task.cancel()
-
-
-app = service(lifespan=lifespan)
+app = service(lifespan=running(batch_loop))
 
 
 @app.post("/predict")

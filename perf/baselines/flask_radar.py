@@ -8,21 +8,14 @@ Each gunicorn worker imports this module and so loads its own copy of the model.
 
 from __future__ import annotations
 
-import argparse
-
-from flask import Flask, jsonify, request
-from werkzeug.serving import WSGIRequestHandler
+from flask import jsonify, request
 
 from kit.pipelines.errors import InputError
+from perf.baselines.flask_service import flask_service, serve
 from perf.baselines.radar_model import from_env
 
 model = from_env()
-app = Flask(__name__)
-
-
-@app.get("/health")
-def health():
-    return {"status": "ok"}
+app = flask_service(__name__)
 
 
 @app.post("/predict")
@@ -37,11 +30,4 @@ def predict():
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=5000)
-    args = parser.parse_args()
-    # Keep-alive, as behind any real proxy; with HTTP/1.0 every request opens a new connection.
-    WSGIRequestHandler.protocol_version = "HTTP/1.1"
-    WSGIRequestHandler.disable_nagle_algorithm = True  # headers and body go out in separate writes
-    app.run(args.host, args.port, threaded=True)
+    serve(app, __doc__)
