@@ -225,7 +225,7 @@ def checked_tensors(values: dict[str, list], inputs: dict, served: Served) -> di
     arrays, rows = {}, set()
     for name, (wire, dims) in inputs.items():
         try:
-            array = np.asarray(values[name], dtype=np.object_ if wire == "BYTES" else triton_to_np_dtype(wire))
+            array = np.asarray(values[name], dtype=triton_to_np_dtype(wire))
         except (ValueError, OverflowError) as exc:
             raise Problem(422, "invalid-input", f"{name}: lists of one axis differ in length; a tensor is rectangular") from exc
         shape = array.shape[1:] if served.batched else array.shape

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
+from tritonclient.utils import triton_to_np_dtype
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SOURCE = REPO_ROOT / "model_repository"
@@ -50,6 +51,16 @@ def source_models(source: Path = SOURCE) -> list[str]:
 def wire_type(config_type: str) -> str:
     """A config's data type (TYPE_FP32) as the inference protocol names it (FP32; TYPE_STRING is BYTES)."""
     return "BYTES" if config_type == "TYPE_STRING" else config_type.removeprefix("TYPE_")
+
+
+def config_type(wire: str) -> int:
+    """The inverse of wire_type: a protocol data type (FP32, BYTES) as the config's enum value."""
+    return mc.DataType.Value("TYPE_STRING" if wire == "BYTES" else f"TYPE_{wire}")
+
+
+def numpy_type(data_type: int) -> type:
+    """The numpy type of a config tensor's data type (np.object_ for strings)."""
+    return triton_to_np_dtype(wire_type(mc.DataType.Name(data_type)))
 
 
 def parameters(config: mc.ModelConfig) -> dict[str, str]:

@@ -10,8 +10,11 @@ graph whose rows mix, as a training-mode batch norm would, cannot be batched acr
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +23,7 @@ from onnx import helper
 from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import np_to_triton_dtype
 
-from kit.control.configs import set_parameter
+from kit.control.configs import config_type, numpy_type, set_parameter
 from kit.control.specs import DOOR_AXES, DOOR_ROUTE, ModelSpec
 from kit.runners.onnx import make_session
 
@@ -36,27 +39,53 @@ def tensor_type(spec: ModelSpec, value: onnx.ValueInfoProto) -> tuple[int, list[
     kind = value.type.tensor_type
     if not value.type.HasField("tensor_type"):
         raise spec.error("source", f"has {value.name!r}, which is not a tensor", "the onnx task serves graphs of tensors")
-    triton = np_to_triton_dtype(helper.tensor_dtype_to_np_dtype(kind.elem_type))
-    if triton is None:
+    wire = np_to_triton_dtype(helper.tensor_dtype_to_np_dtype(kind.elem_type))
+    if wire is None:
         raise spec.error("source", f"has {value.name!r} of an ONNX type Triton does not carry", "cast it in the graph")
     dims = [d.dim_value if d.HasField("dim_value") else -1 for d in kind.shape.dim]
-    return mc.DataType.Value("TYPE_STRING" if triton == "BYTES" else f"TYPE_{triton}"), dims
+    return config_type(wire), dims
 
 
-def graph_tensors(spec: ModelSpec) -> tuple[list[onnx.ValueInfoProto], list[onnx.ValueInfoProto]]:
-    """The graph's inputs (initializers listed as inputs left out) and outputs; weights are not read."""
+@dataclass(frozen=True)
+class GraphFacts:
+    """What the kit reads of a graph: its inputs (initializers listed as inputs left out), its outputs, and the files
+    its external weights name."""
+
+    inputs: tuple[onnx.ValueInfoProto, ...]
+    outputs: tuple[onnx.ValueInfoProto, ...]
+    external: tuple[str, ...]
+
+
+@functools.lru_cache(maxsize=16)
+def read_facts(path: Path, modified_ns: int) -> GraphFacts:
+    """The graph at `path` read once per version of the file (the spec check, the build and its files all ask),
+    without its weights; copies, so that the graph itself is not kept."""
+    graph = onnx.load(str(path), load_external_data=False).graph
+    weights = {w.name for w in graph.initializer}
+
+    def copied(values) -> tuple[onnx.ValueInfoProto, ...]:
+        return tuple(onnx.ValueInfoProto.FromString(v.SerializeToString()) for v in values)
+
+    external = [
+        next(entry.value for entry in w.external_data if entry.key == "location")
+        for w in graph.initializer
+        if w.data_location == onnx.TensorProto.EXTERNAL
+    ]
+    return GraphFacts(copied(i for i in graph.input if i.name not in weights), copied(graph.output), tuple(external))
+
+
+def graph_facts(spec: ModelSpec) -> GraphFacts:
     try:
-        graph = onnx.load(str(spec.source_path), load_external_data=False).graph
+        return read_facts(spec.source_path, spec.source_path.stat().st_mtime_ns)
     except Exception as exc:  # onnx raises protobuf's DecodeError and its own errors alike
         raise spec.error("source", f"is not an ONNX graph ({exc})", "point it at a .onnx file") from None
-    weights = {w.name for w in graph.initializer}
-    return [i for i in graph.input if i.name not in weights], list(graph.output)
 
 
 def onnx_config(spec: ModelSpec) -> mc.ModelConfig:
     """The canonical (GPU-native, onnxruntime backend) config of the spec's graph."""
     config = mc.ModelConfig(name=spec.name, backend="onnxruntime", max_batch_size=spec.max_batch_size)
-    inputs, outputs = graph_tensors(spec)
+    facts = graph_facts(spec)
+    inputs, outputs = facts.inputs, facts.outputs
     for values, add in ((inputs, config.input.add), (outputs, config.output.add)):
         for value in values:
             data_type, dims = tensor_type(spec, value)
@@ -88,7 +117,7 @@ def onnx_config(spec: ModelSpec) -> mc.ModelConfig:
     return config
 
 
-def shared_axes(inputs: list[onnx.ValueInfoProto], batched: bool) -> dict[str, list[str]]:
+def shared_axes(inputs: Sequence[onnx.ValueInfoProto], batched: bool) -> dict[str, list[str]]:
     """Each input's non-batch axes by the graph's symbolic name ("" for a fixed or unnamed one), where two inputs
     share a name: the graph needs those axes alike in length."""
     names = {i.name: [d.dim_param for d in i.type.tensor_type.shape.dim][batched:] for i in inputs}
@@ -103,7 +132,7 @@ def example_inputs(config: mc.ModelConfig, rows: int, seed: int = 0) -> dict[str
     arrays = {}
     for tensor in config.input:
         shape = [rows] * (config.max_batch_size > 0) + [FREE_DIM if d < 0 else d for d in tensor.dims]
-        dtype = helper.tensor_dtype_to_np_dtype(triton_to_onnx(tensor.data_type))
+        dtype = numpy_type(tensor.data_type)
         if np.issubdtype(dtype, np.floating):
             arrays[tensor.name] = rng.standard_normal(shape).astype(dtype)
         elif dtype == np.bool_:
@@ -111,12 +140,6 @@ def example_inputs(config: mc.ModelConfig, rows: int, seed: int = 0) -> dict[str
         else:
             arrays[tensor.name] = rng.integers(0, 10, shape).astype(dtype)
     return arrays
-
-
-def triton_to_onnx(data_type: int) -> int:
-    name = mc.DataType.Name(data_type).removeprefix("TYPE_")
-    names = {"FP32": "FLOAT", "FP16": "FLOAT16", "FP64": "DOUBLE", "BF16": "BFLOAT16", "BOOL": "BOOL"}
-    return onnx.TensorProto.DataType.Value(names.get(name, name))
 
 
 def check_graph(spec: ModelSpec) -> float:
@@ -152,10 +175,4 @@ def check_graph(spec: ModelSpec) -> float:
 
 def graph_files(spec: ModelSpec) -> dict[str, Path]:
     """What the version folder links: the graph as model.onnx, and the files its external weights name."""
-    files = {GRAPH: spec.source_path}
-    graph = onnx.load(str(spec.source_path), load_external_data=False).graph
-    for weight in graph.initializer:
-        if weight.data_location == onnx.TensorProto.EXTERNAL:
-            location = next(entry.value for entry in weight.external_data if entry.key == "location")
-            files[location] = spec.source_path.parent / location
-    return files
+    return {GRAPH: spec.source_path} | {name: spec.source_path.parent / name for name in graph_facts(spec).external}

@@ -12,10 +12,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from tritonclient.grpc import model_config_pb2 as mc
-from tritonclient.utils import triton_to_np_dtype
 
-from kit.control.configs import wire_type
+from kit.control.configs import numpy_type
 from kit.control.specs import read_spec
 from kit.control.tasks import task_of
 from kit.pipelines.errors import InputError
@@ -26,7 +24,7 @@ class TensorModel:
     def __init__(self, spec_path: Path, threads: int):
         spec = read_spec(spec_path)
         config = task_of(spec).config(spec)
-        self.dtypes = {t.name: triton_to_np_dtype(wire_type(mc.DataType.Name(t.data_type))) for t in config.input}
+        self.dtypes = {t.name: numpy_type(t.data_type) for t in config.input}
         self.outputs = [t.name for t in config.output]
         self.session = make_session(spec.source_path, threads)
 
