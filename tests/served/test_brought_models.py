@@ -4,8 +4,10 @@ requests, a request of the wrong shape fails alone, and the door serves each on 
 
 from __future__ import annotations
 
+import functools
 import json
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
@@ -33,10 +35,29 @@ def rows(name: str, count: int, seed: int, length: int = 5) -> dict[str, np.ndar
     return {"ids": rng.integers(0, 10, (count, length)).astype(np.int64), "mask": mask}
 
 
+@functools.cache
+def session(graph: Path) -> ort.InferenceSession:
+    return ort.InferenceSession(str(graph), providers=["CPUExecutionProvider"])
+
+
 def direct(spec: ModelSpec, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    session = ort.InferenceSession(str(spec.source_path), providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(names, inputs)))
+    """The graph run on `inputs` in this process, by ONNX Runtime (one session per graph)."""
+    names = [o.name for o in session(spec.source_path).get_outputs()]
+    return dict(zip(names, session(spec.source_path).run(names, inputs)))
+
+
+def refused_beside_good(url: str, spec: ModelSpec, good: list[dict], bad: dict, atol: float) -> InferenceServerException:
+    """`bad` sent over gRPC among concurrent `good` requests: each good one answers what the graph computes (within
+    RTOL and `atol`); the bad one's refusal is returned."""
+    with ThreadPoolExecutor(len(good) + 1) as pool:
+        answers = [pool.submit(infer, url, "grpc", spec.name, x) for x in good]
+        refused = pool.submit(infer, url, "grpc", spec.name, bad)
+        with pytest.raises(InferenceServerException) as caught:
+            refused.result()
+        for x, answer in zip(good, answers):
+            for name, want in direct(spec, x).items():
+                np.testing.assert_allclose(answer.result()[name].reshape(want.shape), want, rtol=RTOL, atol=atol)
+    return caught.value
 
 
 def infer(url: str, protocol: str, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -94,17 +115,9 @@ def test_concurrent_requests_of_a_brought_model_share_executions(grpc_client, se
 
 
 def test_a_request_of_the_wrong_shape_fails_alone_with_a_clear_error(server, brought_models):
-    url = server.options.grpc_url
     good = [rows("scorer", 1, seed=200 + i) for i in range(16)]
     wrong = {"features": np.zeros((1, 7), dtype=np.float32)}
-    with ThreadPoolExecutor(17) as pool:
-        answers = [pool.submit(infer, url, "grpc", "scorer", x) for x in good]
-        refused = pool.submit(infer, url, "grpc", "scorer", wrong)
-        with pytest.raises(InferenceServerException) as caught:
-            refused.result()
-        for x, answer in zip(good, answers):
-            np.testing.assert_allclose(answer.result()["probs"], direct(brought_models["scorer"], x)["probs"], rtol=RTOL)
-    message = caught.value.message()
+    message = refused_beside_good(server.options.grpc_url, brought_models["scorer"], good, wrong, atol=0).message()
     assert "'features'" in message and "[-1,8]" in message and "[1,7]" in message, message
 
 
@@ -197,19 +210,10 @@ def test_the_kit_s_generic_client_calls_a_brought_model_on_every_transport(trans
 def test_an_index_the_graph_refuses_fails_alone_as_bad_input_not_as_a_server_error(server, door, brought_models):
     """ONNX Runtime's INVALID_ARGUMENT (an id outside the embedding table) is the request's fault: INVALID_ARG from
     Triton, 422 from the door, while the requests beside it in the batch are answered."""
-    url = server.options.grpc_url
     good = [rows("pooler", 1, seed=400 + i) for i in range(12)]
     out_of_table = {"ids": np.array([[3, 12]], dtype=np.int64), "mask": np.ones((1, 2), dtype=np.float32)}
-    with ThreadPoolExecutor(13) as pool:
-        answers = [pool.submit(infer, url, "grpc", "pooler", x) for x in good]
-        refused = pool.submit(infer, url, "grpc", "pooler", out_of_table)
-        with pytest.raises(InferenceServerException) as caught:
-            refused.result()
-        for x, answer in zip(good, answers):
-            np.testing.assert_allclose(
-                answer.result()["pooled"], direct(brought_models["pooler"], x)["pooled"], rtol=RTOL, atol=ATOL
-            )
-    assert caught.value.status().endswith("INVALID_ARGUMENT") and "out of data bounds" in caught.value.message()
+    refusal = refused_beside_good(server.options.grpc_url, brought_models["pooler"], good, out_of_table, atol=ATOL)
+    assert refusal.status().endswith("INVALID_ARGUMENT") and "out of data bounds" in refusal.message()
     problem = assert_problem(call(door, "POST", "/v1/pooler", json=door_json(out_of_table)), 422, "invalid-input")
     assert "out of data bounds" in problem["detail"], problem
 
