@@ -1,4 +1,5 @@
-"""RADAR text detection: validate, chunk, tokenize into length buckets, aggregate.
+"""Text classification as RADAR does it (and any sequence classifier a spec brings): validate, chunk, tokenize
+into length buckets, aggregate each label's probability over the chunks.
 
 The entry model's `model.py` only moves tensors; everything here runs and is tested without Triton.
 The length buckets come from `length_buckets`, which the repository builder calls on the token
@@ -15,7 +16,7 @@ from tokenizers import Tokenizer
 
 from kit.pipelines.batching.buckets import bucket_for, choose_buckets, pad_batch
 from kit.pipelines.errors import InputError
-from kit.pipelines.text.aggregate import ai_probability, weighted_mean
+from kit.pipelines.text.aggregate import label_probabilities, weighted_mean
 from kit.pipelines.text.chunking import split_text, split_to_token_limit
 
 DEFAULT_MAX_CHARS = 300
@@ -50,9 +51,21 @@ class BatchPlan:
 
 @dataclass
 class Result:
-    score: float
-    chunk_scores: np.ndarray
+    """A text's label probabilities (length-weighted over its chunks), each chunk's, and the chunks' spans; `score`
+    and `chunk_scores` are the columns of one label (RADAR's AI-generated one)."""
+
+    probabilities: np.ndarray
+    chunk_probabilities: np.ndarray
     spans: np.ndarray
+    label: int = 0
+
+    @property
+    def score(self) -> float:
+        return float(self.probabilities[self.label])
+
+    @property
+    def chunk_scores(self) -> np.ndarray:
+        return self.chunk_probabilities[:, self.label]
 
 
 def decode_text(raw: bytes, max_bytes: int) -> str:
@@ -76,9 +89,18 @@ def decode_request_text(tensor: np.ndarray, max_bytes: int) -> str:
     return decode_text(bytes(items[0]), max_bytes)
 
 
+def spans_of(text: str, max_chars: int) -> list[tuple[int, int]]:
+    """Chunks of at most `max_chars` characters (split_text); with 0, the whole text, which `chunk_text` then splits
+    at the model's own token limit."""
+    if max_chars:
+        return split_text(text, max_chars)
+    return [(0, len(text))] if text else []
+
+
 @dataclass
 class RadarPipeline:
-    """`max_batch`: chunks per classifier request, the classifier's max_batch_size."""
+    """`max_batch`: chunks per classifier request, the classifier's max_batch_size. `max_chars` 0 chunks by the
+    model's token limit alone. `ai_label_index`: the label `Result.score` reports."""
 
     tokenizer: Tokenizer
     max_tokens: int
@@ -97,17 +119,17 @@ class RadarPipeline:
         return TextPlan(spans, self.groups(ids))
 
     def finish(self, plan: TextPlan, logits: list[np.ndarray]) -> Result:
-        """Per-chunk AI probabilities in text order and their length-weighted mean."""
-        scores = np.zeros(len(plan.spans), dtype=np.float32)
+        """Per-chunk label probabilities in text order and their length-weighted mean."""
+        scores = np.zeros((len(plan.spans), logits[0].shape[-1]), dtype=np.float32)
         for group, group_logits in zip(plan.groups, logits):
-            scores[group.indices] = ai_probability(group_logits, self.ai_label_index)
-        return result_of(scores, plan.spans)
+            scores[group.indices] = label_probabilities(group_logits)
+        return result_of(scores, plan.spans, self.ai_label_index)
 
     def plan_many(self, texts: Sequence[str]) -> BatchPlan:
         """Many texts' chunks, tokenized in one call and merged across texts into classifier requests: one per
         length bucket and `max_batch` chunks, whichever texts they come from (the batched entry model's way to
         send the classifier fewer, fuller requests). `indices` of a group are positions in `owners`."""
-        spans = [split_text(text, self.max_chars) for text in texts]
+        spans = [spans_of(text, self.max_chars) for text in texts]
         pieces = [text[start:end] for text, text_spans in zip(texts, spans) for start, end in text_spans]
         encoded = [e.ids for e in self.tokenizer.encode_batch(pieces)] if pieces else []
         ids, offset = [], 0
@@ -145,7 +167,7 @@ class BatchScores:
 
     def __init__(self, plan: BatchPlan, ai_label_index: int):
         self.plan, self.ai_label_index = plan, ai_label_index
-        self.values = np.zeros(len(plan.owners), dtype=np.float32)
+        self.values: np.ndarray | None = None  # (chunks, labels), once the first group answers
         self.starts = np.cumsum([0] + [len(text_spans) for text_spans in plan.spans])
         self.waiting: list[set[int]] = [set() for _ in plan.spans]
         for number, group in enumerate(plan.groups):
@@ -154,7 +176,9 @@ class BatchScores:
 
     def add(self, group: int, logits: np.ndarray) -> list[int]:
         """Group `group`'s logits; the texts this completes."""
-        self.values[self.plan.groups[group].indices] = ai_probability(logits, self.ai_label_index)
+        if self.values is None:
+            self.values = np.zeros((len(self.plan.owners), logits.shape[-1]), dtype=np.float32)
+        self.values[self.plan.groups[group].indices] = label_probabilities(logits)
         done = []
         for text in self.texts_of(group):
             self.waiting[text].discard(group)
@@ -167,16 +191,17 @@ class BatchScores:
         return list(dict.fromkeys(self.plan.owners[i][0] for i in self.plan.groups[group].indices))
 
     def result(self, text: int) -> Result:
-        return result_of(self.values[self.starts[text] : self.starts[text + 1]], self.plan.spans[text])
+        return result_of(self.values[self.starts[text] : self.starts[text + 1]], self.plan.spans[text], self.ai_label_index)
 
 
-def result_of(scores: np.ndarray, spans: list[tuple[int, int]]) -> Result:
-    return Result(score=weighted_mean(scores, spans), chunk_scores=scores, spans=np.asarray(spans, dtype=np.int32).reshape(-1, 2))
+def result_of(scores: np.ndarray, spans: list[tuple[int, int]], label: int) -> Result:
+    spans_array = np.asarray(spans, dtype=np.int32).reshape(-1, 2)
+    return Result(weighted_mean(scores, spans), scores, spans_array, label)
 
 
 def chunk_text(tokenizer: Tokenizer, text: str, max_chars: int, max_tokens: int) -> tuple[list[tuple[int, int]], list[list[int]]]:
     """Spans of at most max_chars characters and max_tokens tokens, with their token ids."""
-    spans = split_text(text, max_chars)
+    spans = spans_of(text, max_chars)
     encodings = tokenizer.encode_batch([text[s:e] for s, e in spans])
     if any(len(e.ids) > max_tokens for e in encodings):
         spans = split_to_token_limit(text, spans, lambda chunk: len(tokenizer.encode(chunk).ids), max_tokens)
