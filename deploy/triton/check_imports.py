@@ -1,10 +1,12 @@
-"""Imports what every model.py imports from the kit, as `from X import Y` would.
+"""Imports what every model.py imports from the kit, as `from X import Y` would: the model folders' own, and the
+adapters named after the folder that the repository builder installs as model.py (kit/adapters/*_model.py) where
+the container's profile serves them.
 
 Run in the image at build time (deploy/triton/Dockerfile), so that a kit module that does not run
 on the container's Python, or a package missing from requirements.txt, fails the build rather than
 the model's load. model.py itself cannot be imported there: it needs the backend's stub.
 
-    python3 check_imports.py MODEL_REPOSITORY_SOURCE
+    python3 check_imports.py MODEL_REPOSITORY_SOURCE [ADAPTER ...]
 """
 
 from __future__ import annotations
@@ -26,17 +28,18 @@ def kit_imports(model_py: Path) -> dict[str, list[str]]:
     return found
 
 
-def check(source: Path) -> list[str]:
+def check(source: Path, adapters: list[Path]) -> list[str]:
     checked = []
-    for model_py in sorted(source.glob("*/1/model.py")):
+    for model_py in [*sorted(source.glob("*/1/model.py")), *adapters]:
         for module, names in kit_imports(model_py).items():
             imported = importlib.import_module(module)
             for name in names:
                 if not hasattr(imported, name):
                     importlib.import_module(f"{module}.{name}")  # a submodule, or ImportError
-            checked.append(f"{model_py.parent.parent.name}: {module}")
+            owner = model_py.parent.parent.name if model_py.name == "model.py" else model_py.stem
+            checked.append(f"{owner}: {module}")
     return checked
 
 
 if __name__ == "__main__":
-    print("\n".join(check(Path(sys.argv[1]))))
+    print("\n".join(check(Path(sys.argv[1]), [Path(arg) for arg in sys.argv[2:]])))

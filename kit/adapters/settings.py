@@ -94,11 +94,13 @@ class Settings:
 
 @dataclass(frozen=True)
 class RadarSettings(Settings):
-    """`buckets` and `max_batch` are written by the repository builder (kit.control.derived): the
-    buckets chosen for `bucket_count` from the export's token lengths, and the classifier's
-    max_batch_size, so that a chunk group always fits one classifier request. `canary` (the export's
-    golden set as JSON, derived from the file `canary_from` names) is not for the model, which ignores
-    both: it reaches the front door through the served config (kit.control.canary)."""
+    """A text classifier's entry (RADAR's, or a text-classification spec's, kit.control.text_task). `buckets` and
+    `max_batch` are written by the repository builder (kit.control.derived): the buckets chosen for `bucket_count`
+    from the export's token lengths, and the classifier's max_batch_size, so that a chunk group always fits one
+    classifier request. `max_chars` 0 chunks by the model's token limit alone. What the models ignore reaches the
+    front door through the served config: `canary` (the export's golden set as JSON, derived from the file
+    `canary_from` names, kit.control.canary), and a spec's `door_route` and `labels` (the label names, a JSON list
+    in the classifier's column order)."""
 
     classifier: str
     max_chars: int
@@ -108,6 +110,12 @@ class RadarSettings(Settings):
     max_batch: int
     canary_from: str = ""
     canary: str = ""
+    door_route: str = ""
+    labels: str = ""
+
+    def __post_init__(self) -> None:
+        if self.max_chars < 0:
+            raise SettingsError(f"max_chars {self.max_chars} is negative; 0 chunks by the model's token limit")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -269,22 +277,25 @@ class SimRunnerSettings(RunnerSettings):
 
 
 SETTINGS: dict[str, type[Settings]] = {
-    "radar": RadarSettings,
-    "radar_texts": RadarTextsSettings,
     "ocr": OcrModelSettings,
     "health_code": HealthCodeSettings,
     "resnet50": Resnet50Settings,
 }
 
 
-RUNNER_SETTINGS: dict[str, type[Settings]] = {
+# Settings by a parameter only their models have, the first that a config holds: a runner's model file, a text
+# classifier's texts (`batches_in_flight`) and its entry (`classifier`), whatever the model's name.
+PARAMETER_SETTINGS: dict[str, type[Settings]] = {
     "onnx_model": OnnxRunnerSettings,
     "torch_model": TorchRunnerSettings,
     "sim_table": SimRunnerSettings,
+    "batches_in_flight": RadarTextsSettings,
+    "classifier": RadarSettings,
 }
 
 
 def settings_class(model: str, params: dict[str, str]) -> type[Settings] | None:
-    """The settings of a Python-backend model: a runner's (by its model parameter), or its own; None for a model without."""
-    runners = [kind for key, kind in RUNNER_SETTINGS.items() if key in params]
-    return runners[0] if runners else SETTINGS.get(model)
+    """The settings of a Python-backend model or an entry ensemble: by the parameters it has, else by its name; None
+    for a model without."""
+    kinds = [kind for key, kind in PARAMETER_SETTINGS.items() if key in params]
+    return kinds[0] if kinds else SETTINGS.get(model)

@@ -1,7 +1,12 @@
-"""Triton adapter for RADAR's texts: a batch of texts (from the `radar` ensemble, many clients') is chunked and
-tokenized at once, and its chunks go to the classifier as BLS requests merged across texts, one per length bucket
-and classifier batch, all in flight together; each text is answered as soon as the last request holding one of
-its chunks has (kit.pipelines.text.radar.BatchScores), so a short text does not wait for a long one.
+"""Triton adapter for a text classifier's texts (RADAR's `radar_texts`, and the `<name>_texts` of every
+text-classification spec, kit.control.text_task), installed as their model.py by the repository builder. A batch
+of texts (from the entry ensemble, many clients') is chunked and tokenized at once, and its chunks go to the
+classifier as BLS requests merged across texts, one per length bucket and classifier batch, all in flight
+together; each text is answered as soon as the last request holding one of its chunks has
+(kit.pipelines.text.radar.BatchScores), so a short text does not wait for a long one.
+
+Its config's outputs say what a text's answer holds: `SCORE` and `CHUNK_SCORES` [-1], one label's probability
+(RADAR's AI-generated label), or `SCORES` [labels] and `CHUNK_SCORES` [-1, labels], every label's.
 
 `execute` hands the batch to a loop of its own and returns once its chunks fit the window of chunks in flight
 (kit.adapters.handoff), so the instance takes its next batch while this one's answers are on their way: how many
@@ -13,9 +18,9 @@ import numpy as np
 
 from kit.adapters.artifacts import radar_pipeline
 from kit.adapters.handoff import Background, Window
-from kit.adapters.settings import RadarTextsSettings
+from kit.adapters.settings import RadarTextsSettings, model_settings
 from kit.adapters.triton import ModelCallError, Replies, infer, input_array
-from kit.pipelines.text.radar import decode_request_text
+from kit.pipelines.text.radar import Result, decode_request_text
 
 DRAIN_S = 60.0  # at unload, how long the texts in flight may take to be answered
 
@@ -23,15 +28,25 @@ DRAIN_S = 60.0  # at unload, how long the texts in flight may take to be answere
 class TritonPythonModel:
     def initialize(self, args):
         self.settings, version_dir = RadarTextsSettings.from_args(args)
+        self.name = args["model_name"]
+        self.entry = self.settings.parameters_from or self.name  # the model its clients call, which errors name
+        self.every_label = "SCORES" in {output["name"] for output in model_settings(args)[0]["output"]}
         self.pipeline = radar_pipeline(version_dir, self.settings)
         # Version N of radar_texts calls version N of its classifier, the graph exported with its tokenizer and golden
         # set: while a new version is checked (kit.control.deploy) the old one keeps calling the old graph.
         self.version = int(args["model_version"])
         self.window = Window(self.settings.chunks_in_flight)
-        self.background = Background(f"radar_texts-{args['model_instance_name']}")
+        self.background = Background(f"{self.name}-{args['model_instance_name']}")
 
     def text(self, request) -> str:
         return decode_request_text(input_array(request, "TEXT"), self.settings.max_text_bytes)
+
+    def outputs(self, result: Result) -> dict[str, np.ndarray]:
+        if self.every_label:
+            scores = {"SCORES": result.probabilities, "CHUNK_SCORES": result.chunk_probabilities}
+        else:
+            scores = {"SCORE": np.array([result.score], dtype=np.float32), "CHUNK_SCORES": result.chunk_scores}
+        return scores | {"CHUNK_SPANS": result.spans}
 
     async def classify(self, replies: Replies, kept: list[int], plan, held: int, trace) -> None:
         scores = self.pipeline.scores(plan)
@@ -45,9 +60,7 @@ class TritonPythonModel:
                     replies.fail(kept[text], exc)
                 return
             for text in scores.add(number, logits):
-                result = scores.result(text)
-                outputs = {"SCORE": np.array([result.score], dtype=np.float32), "CHUNK_SCORES": result.chunk_scores}
-                replies.answer(kept[text], outputs | {"CHUNK_SPANS": result.spans})
+                replies.answer(kept[text], self.outputs(scores.result(text)))
 
         try:
             await asyncio.gather(*(send(number, group) for number, group in enumerate(plan.groups)))
@@ -58,7 +71,7 @@ class TritonPythonModel:
             self.window.release(held)
 
     def execute(self, requests):
-        replies = Replies(requests, "radar")
+        replies = Replies(requests, self.entry)
         try:
             kept, texts = replies.checked(self.text, requests)
             if not texts:

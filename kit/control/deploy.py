@@ -6,7 +6,7 @@
 DIR holds a new export as `make export` lays one out (DIR/radar/model.onnx, tokenizer.json, export.json
 with its golden set, ...). A version of radar is its three models under one number: the `radar` ensemble N
 runs radar_texts N (its step is pinned, kit.control.repository.pin_steps), which calls radar_classifier N
-(model_repository/radar_texts/1/model.py), so the graph, the tokenizer and the golden set of one export
+(kit/adapters/text_classifier_model.py), so the graph, the tokenizer and the golden set of one export
 always serve together. The steps, each waited for:
 
 1. version folder N of the three models is written beside the serving one, from DIR (kit.control.repository);

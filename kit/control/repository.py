@@ -48,6 +48,9 @@ RUNNERS = {
     "torch_model": ADAPTERS / "torch_runner_model.py",
     "sim_table": ADAPTERS / "sim_runner_model.py",
 }
+# The adapter installed as model.py where a model's folder has none, by a parameter only its models have: a runner,
+# or a text classifier's texts (RADAR's and every text-classification spec's, kit.control.text_task).
+ADAPTERS_BY_PARAMETER = RUNNERS | {"batches_in_flight": ADAPTERS / "text_classifier_model.py"}
 # The simulated accelerator's device tables (kit.runners.simulated): the sim runner's `sim_table` names one.
 DEVICES = "devices"
 FIRST_VERSION = 1  # a build's; kit.control.deploy adds the next ones
@@ -192,18 +195,22 @@ def resolved(
     return {model: configs[model] for model in chosen}, files
 
 
+def model_file(config: mc.ModelConfig, source: Path = SOURCE) -> Path | None:
+    """The model.py a Python-backend model runs: its own folder's, else the adapter its parameters name."""
+    own = source / config.name / "1" / "model.py"
+    adapters = [path for key, path in ADAPTERS_BY_PARAMETER.items() if key in config.parameters]
+    return own if own.is_file() else (adapters[0] if adapters else None)
+
+
 def write_version(folder: Path, version: int, config: mc.ModelConfig, files: dict[str, Path], source: Path = SOURCE) -> None:
     """One model's version folder: the exported files linked, its model.py copied."""
     version_dir = folder / str(version)
     version_dir.mkdir(parents=True)
     for name, path in files.items():
         (version_dir / name).symlink_to(path.resolve())
-    model_py = source / config.name / "1" / "model.py"
-    runners = [path for key, path in RUNNERS.items() if key in config.parameters]
-    if model_py.is_file():
+    model_py = model_file(config, source)
+    if model_py is not None:
         shutil.copy2(model_py, version_dir / "model.py")
-    elif runners:
-        shutil.copy2(runners[0], version_dir / "model.py")
 
 
 def build(
