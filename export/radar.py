@@ -165,7 +165,7 @@ def gate_texts(max_chars: int) -> list[str]:
 def canary_texts(max_chars: int) -> list[str]:
     """Short texts in English, mixed scripts, Chinese, Korean and emoji: each one chunk as served."""
     texts = [SAMPLE_TEXTS[0], SAMPLE_TEXTS[1], SAMPLE_TEXTS[3], SAMPLE_TEXTS[6], *MULTILINGUAL]
-    return [text for text in texts if len(text) <= max_chars]
+    return [text for text in texts if not max_chars or len(text) <= max_chars]
 
 
 def torch_probabilities(model: PreTrainedModel, batches: list[Batch], ai_label_index: int) -> np.ndarray:
@@ -356,10 +356,10 @@ def export(
         raise ExportError(f"precision {precision!r} is not one of {', '.join(GRAPHS)}")
     step(f"loading {source}")
     try:
+        model = load_model(source)  # first: an architecture transformers does not know is the clearest reason
         tokenizer = load_tokenizer(source)
-        model = load_model(source)
-    except OSError as exc:  # missing directory, unknown hub id, no network
-        raise ExportError(f"cannot load {source}: {exc}") from exc
+    except (OSError, ValueError, KeyError) as exc:  # missing directory, unknown hub id or architecture, no network
+        raise ExportError(f"cannot load {source} as a sequence classifier: {exc}") from exc
     num_labels = model.config.num_labels
     if not 0 <= ai_label_index < num_labels:
         raise ExportError(f"--ai-label-index {ai_label_index} is not a label of this {num_labels}-label model")
@@ -481,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
             args.also_int8,
         )
     except (ExportError, ValidationError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)  # one line: a caller reports the last
         return 1
     print(
         f"exported {args.model} to {args.out / 'model.onnx'}: max abs diff {meta['max_abs_diff']:.3g} "

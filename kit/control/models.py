@@ -1,9 +1,11 @@
 """`kit add`: the one command that brings a model to the kit. It checks the model as the build will
-serve it (its task's config, and the task's own check: for a graph, batched rows against single
-rows) and only then writes its spec, `models/<name>.toml` (kit.control.specs). `make serve` then
-serves it beside the shipped models; docs/MODELS.md walks through it.
+serve it (its task's configs, and the task's own check: for a graph, batched rows against single
+rows; for a checkpoint, its export checked against PyTorch) and only then writes its spec,
+`models/<name>.toml` (kit.control.specs). `make serve` then serves it beside the shipped models;
+docs/MODELS.md walks through it.
 
     kit add NAME --task onnx --from FILE [--max-batch-size N] [--route /v1/...] [--models DIR]
+    kit add NAME --task text-classification --from CHECKPOINT_DIR_OR_HUB_ID [--max-chars N] [...]
     kit list [--models DIR]
 """
 
@@ -15,12 +17,15 @@ import sys
 from pathlib import Path
 
 from kit.control.configs import REPO_ROOT, SOURCE, RepositoryError, source_models
-from kit.control.specs import KEYS, MODELS, NAME, check_routes, read_spec, read_specs, spec_text
+from kit.control.specs import HUB_ID, MODELS, NAME, check_routes, read_spec, read_specs, spec_text
 from kit.control.tasks import TASKS, servable_specs, task_of
 
 
 def source_text(source: Path, folder: Path) -> str:
-    """The spec's `source`: relative to the specs' folder where the file is inside the project, else absolute."""
+    """The spec's `source`: relative to the specs' folder where the file is inside the project, else absolute; a hub
+    id (organisation/model) that names no file here, as it is."""
+    if HUB_ID.match(str(source)) and not source.exists():
+        return str(source)
     source = source.expanduser().resolve()
     if source.is_relative_to(REPO_ROOT):
         return os.path.relpath(source, folder.resolve())
@@ -38,11 +43,11 @@ def add(name: str, task: str, source: Path, folder: Path, settings: dict, replac
         raise RepositoryError(f"{path} exists; pass --replace to write it again")
     text = spec_text(task, source_text(source, folder), settings)
     spec = read_spec(path, text)
-    difference = task_of(spec).check(spec)
     check_routes({**servable_specs(folder)[0], name: spec})  # a broken spec beside it is its own matter
+    checked = task_of(spec).check(spec)
     folder.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-    print(f"checked {spec.source_path}: batched rows against single rows differ by at most {difference:.3g}")
+    print(checked)
     return path
 
 
@@ -52,9 +57,16 @@ def main(argv: list[str] | None = None) -> int:
     a = sub.add_parser("add", help="check a model and write its spec")
     a.add_argument("name", help="the model's name in Triton (lower-case letters, digits, _)")
     a.add_argument("--task", required=True, choices=sorted(TASKS))
-    a.add_argument("--from", dest="source", type=Path, required=True, help="the model's file (onnx: a .onnx graph)")
-    a.add_argument("--max-batch-size", type=int, default=KEYS["max_batch_size"].default, help="0 serves it unbatched")
-    a.add_argument("--route", default="", help="the door's path (default /v1/<name>)")
+    a.add_argument(
+        "--from",
+        dest="source",
+        type=Path,
+        required=True,
+        help="onnx: a .onnx graph; text-classification: a checkpoint folder or a hub id",
+    )
+    a.add_argument("--max-batch-size", type=int, help="the model's batch cap; 0 serves it unbatched (onnx)")
+    a.add_argument("--max-chars", type=int, help="text-classification: chunk size in characters (default: the token limit)")
+    a.add_argument("--route", help="the door's path (default /v1/<name>)")
     a.add_argument("--replace", action="store_true", help="write over an existing spec of that name")
     a.add_argument("--models", type=Path, default=MODELS, help="the folder of model specs")
     ls = sub.add_parser("list", help="the specs and what the build derives from each")
@@ -62,14 +74,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "add":
-            settings = {"max_batch_size": args.max_batch_size, "route": args.route}
+            given = {"max_batch_size": args.max_batch_size, "max_chars": args.max_chars, "route": args.route}
+            settings = {key: value for key, value in given.items() if value is not None}
             path = add(args.name, args.task, args.source, args.models, settings, args.replace)
             print(f"wrote {path}; `make serve` serves it at {read_spec(path).door_route} (docs/MODELS.md)")
         else:
             for spec in read_specs(args.models).values():
-                config = task_of(spec).config(spec)
+                config = task_of(spec).models(spec)[spec.name].config
                 tensors = ", ".join(t.name for t in config.input) + " -> " + ", ".join(t.name for t in config.output)
-                print(f"{spec.name:<20} {spec.task:<8} max_batch={config.max_batch_size:<4} {tensors}  {spec.door_route}")
+                print(f"{spec.name:<20} {spec.task:<19} max_batch={config.max_batch_size:<4} {tensors}  {spec.door_route}")
     except RepositoryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -38,7 +38,7 @@ from kit.control.gpu_embedded_profile import apply_gpu_embedded_profile
 from kit.control.gpu_profile import apply_gpu_profile
 from kit.control.profiles import apply_ensemble, load_profile
 from kit.control.specs import MODELS, ModelSpec, read_specs
-from kit.control.tasks import task_of
+from kit.control.tasks import spec_models, task_of
 from kit.runners.simulated import Curve, SimulationError
 
 ADAPTERS = Path(__file__).resolve().parents[1] / "adapters"
@@ -72,10 +72,7 @@ def profile_configs(
     if apply is None:
         raise RepositoryError(f"profile {profile!r} has no applier for {target!r} (known: {', '.join(APPLIERS)})")
     models = source_models(source)
-    brought = read_specs() if specs is None else specs
-    shipped = sorted(set(brought) & set(models))
-    if shipped:
-        raise RepositoryError(f"{brought[shipped[0]].path}: {shipped[0]!r} is a model the kit ships; name the spec otherwise")
+    brought = spec_models(read_specs() if specs is None else dict(specs), models)
     unknown = set(spec["models"]) - set(models) - set(brought)
     if unknown:
         raise RepositoryError(f"profile {profile!r} names unknown models: {sorted(unknown)}")
@@ -83,9 +80,9 @@ def profile_configs(
     for m in models:
         config = load_source_config(m, source)
         configs[m] = (apply_ensemble if config.platform == ENSEMBLE else apply)(config, spec["models"].get(m, {}))
-    for name, brought_spec in brought.items():
-        config = task_of(brought_spec).config(brought_spec)
-        configs[name] = apply(config, {"instances": brought_spec.instances} | spec["models"].get(name, {}))
+    for name, (_, generated) in brought.items():
+        place = apply_ensemble if generated.config.platform == ENSEMBLE else apply
+        configs[name] = place(generated.config, generated.placement(spec["models"]))
     return configs
 
 
@@ -178,8 +175,9 @@ def resolved(
     configs = profile_configs(profile, source, spec, brought)
     chosen = list(configs) if models is None else list(models)
     manifest = json.loads((source / "artifacts.json").read_text())
+    brought_files = {model: files for s in brought.values() for model, files in task_of(s).files(s).items()}
     files = {
-        model: (task_of(brought[model]).files(brought[model]) if model in brought else artifact_files(model, artifacts, manifest))
+        model: (brought_files[model] if model in brought_files else artifact_files(model, artifacts, manifest))
         | device_tables(configs[model], source)
         for model in chosen
     }

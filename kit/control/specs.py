@@ -25,6 +25,8 @@ from kit.control.configs import REPO_ROOT, RepositoryError
 MODELS = REPO_ROOT / "models"
 NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 ROUTE = re.compile(r"^/v1/[a-z0-9][a-z0-9_/-]*$")
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # a Hugging Face hub id, as `organisation/model`
+CHECKPOINT_TASKS = ("text-classification",)  # tasks whose source is a checkpoint folder or a hub id, not a file
 MAX_BATCH = 1024
 DOOR_ROUTE = "door_route"  # the config parameter that tells the front door where it serves a spec's model
 # The config parameter naming each input's free axes (JSON: input -> the graph's axis name or "" per dim), so that
@@ -50,11 +52,20 @@ class ModelSpec:
     instances: int = 1
     queue_timeout_seconds: float = 30.0
     route: str = ""
+    max_chars: int = 0  # text-classification: chunks of at most this many characters; 0, the model's token limit
+    bucket_count: int = 5  # text-classification: padded lengths chosen from the export's measured chunk lengths
+    labels: tuple[str, ...] = ()  # text-classification: names for the checkpoint's labels, in its order
+    given: frozenset[str] = frozenset()  # the keys the file sets (a task may keep its own default for the others)
 
     @property
     def source_path(self) -> Path:
         source = Path(self.source).expanduser()
         return source if source.is_absolute() else (self.path.parent / source).resolve()
+
+    @property
+    def hub_id(self) -> bool:
+        """The source names a checkpoint on the Hugging Face hub (loaded by the export where the hub is reachable)."""
+        return self.task in CHECKPOINT_TASKS and bool(HUB_ID.match(self.source)) and not self.source_path.exists()
 
     @property
     def door_route(self) -> str:
@@ -64,8 +75,10 @@ class ModelSpec:
         return spec_error(self.path, key, problem, fix)
 
 
-KEYS = {f.name: f for f in fields(ModelSpec) if f.name not in ("name", "path")}
+KEYS = {f.name: f for f in fields(ModelSpec) if f.name not in ("name", "path", "given")}
 REQUIRED = ("task", "source")
+# Keys only some tasks read: a spec of another task that sets one is refused rather than silently ignored.
+TASK_KEYS = {"text-classification": frozenset({"max_chars", "bucket_count", "labels"})}
 
 
 def spec_error(path: Path, key: str, problem: str, fix: str) -> SpecError:
@@ -78,6 +91,7 @@ TYPES = {
     "int": ((int,), "a whole number"),
     "float": ((int, float), "a number"),
     "tuple[int, ...]": ((list,), "a list of whole numbers"),
+    "tuple[str, ...]": ((list,), "a list of strings"),
 }
 
 
@@ -87,7 +101,8 @@ def typed(path: Path, key: str, value: object) -> object:
     accepted, words = TYPES[kind]
     items = value if isinstance(value, list) else [value]
     wrong = isinstance(value, bool) or not isinstance(value, accepted)
-    if wrong or kind.startswith("tuple") and not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
+    item_type = str if kind == "tuple[str, ...]" else int
+    if wrong or kind.startswith("tuple") and not all(isinstance(v, item_type) and not isinstance(v, bool) for v in items):
         raise spec_error(path, key, f"is {json.dumps(value)}", f"it takes {words}")
     if kind.startswith("tuple"):
         return tuple(value)
@@ -109,13 +124,23 @@ def read_spec(path: Path, text: str | None = None) -> ModelSpec:
     for key in REQUIRED:
         if key not in raw:
             raise spec_error(path, key, "is missing", f"every spec names its {key} (docs/MODELS.md)")
-    spec = ModelSpec(name=name, path=path, **{key: typed(path, key, value) for key, value in raw.items()})
+    typed_keys = {key: typed(path, key, value) for key, value in raw.items()}
+    spec = ModelSpec(name=name, path=path, given=frozenset(raw), **typed_keys)
+    for key in sorted(set(raw) - set(REQUIRED)):
+        tasks = [task for task, keys in TASK_KEYS.items() if key in keys]
+        if tasks and spec.task not in tasks:
+            raise spec_error(path, key, f"is not a key of the {spec.task} task", f"it is for {', '.join(tasks)}")
     check_values(spec)
     return spec
 
 
 def check_values(spec: ModelSpec) -> None:
-    if not spec.source_path.is_file():
+    if spec.task in CHECKPOINT_TASKS:
+        if not spec.hub_id and not (spec.source_path / "config.json").is_file():
+            raise spec.error(
+                "source", f"names {spec.source_path}, which is not a checkpoint folder", "point it at a folder with config.json"
+            )
+    elif not spec.source_path.is_file():
         raise spec.error("source", f"names {spec.source_path}, which is not a file", "point it at the model's file")
     if not 0 <= spec.max_batch_size <= MAX_BATCH:
         raise spec.error("max_batch_size", f"is {spec.max_batch_size}", f"it takes 0 (no batching) to {MAX_BATCH}")
@@ -130,6 +155,10 @@ def check_values(spec: ModelSpec) -> None:
         raise spec.error("instances", f"is {spec.instances}", "a model runs at least one instance")
     if spec.queue_timeout_seconds <= 0:
         raise spec.error("queue_timeout_seconds", "is not positive", "a request waits this long at most before it is refused")
+    if spec.max_chars < 0:
+        raise spec.error("max_chars", "is negative", "0 chunks by the model's token limit, N by N characters")
+    if spec.bucket_count < 1:
+        raise spec.error("bucket_count", f"is {spec.bucket_count}", "a model pads its chunks to at least one length")
     if not ROUTE.match(spec.door_route):
         raise spec.error("route", f"is {spec.door_route!r}", "the door's paths look like /v1/my-model")
 

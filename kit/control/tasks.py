@@ -1,26 +1,69 @@
-"""What the kit does for each task a spec names (kit.control.specs): the model's canonical config, the
-files its version folder links, and the check `kit add` runs before it writes the spec."""
+"""What the kit does for each task a spec names (kit.control.specs): the models it serves for the spec (their
+canonical configs, and how each profile places them), the files their version folders link, and the check `kit add`
+runs before it writes the spec."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
+from kit.control.configs import RepositoryError
 from kit.control.onnx_task import check_graph, graph_files, onnx_config
 from kit.control.specs import ModelSpec, SpecError, check_routes, read_spec
+from kit.control.text_task import check_text, text_configs, text_files
+
+# What a generated model takes of its template's placement in a profile: how it runs, not what is the template's
+# own (a device curve measured on the template's model, TensorRT shapes for its token limit, its runner).
+PLACEMENT = frozenset(
+    {"instances", "threads", "graph", "ragged_batch", "parameters"}
+    | {"max_batch_size", "preferred_batch_size", "max_queue_delay_microseconds"}
+)
+
+
+@dataclass(frozen=True)
+class Generated:
+    """One model a spec brings: its canonical config, the shipped model whose placement it takes in each profile
+    (`like`), and the profile settings the spec itself gives it (`settings`, which the template's leave alone)."""
+
+    config: mc.ModelConfig
+    like: str = ""
+    settings: dict = field(default_factory=dict)
+
+    def placement(self, profile_models: dict) -> dict:
+        """This model's settings for a profile whose models' settings are `profile_models`."""
+        placed = {k: v for k, v in profile_models.get(self.like, {}).items() if k in PLACEMENT and k not in self.settings}
+        if "max_batch_size" in self.settings:  # the template's preferred sizes were chosen for its own cap
+            placed.pop("preferred_batch_size", None)
+        params = placed.get("parameters", {}) | self.settings.get("parameters", {})
+        return placed | self.settings | ({"parameters": params} if params else {}) | profile_models.get(self.config.name, {})
 
 
 @dataclass(frozen=True)
 class Task:
-    config: Callable[[ModelSpec], mc.ModelConfig]
-    files: Callable[[ModelSpec], dict[str, Path]]
-    check: Callable[[ModelSpec], float]  # the largest difference it found between served and direct answers
+    models: Callable[[ModelSpec], dict[str, Generated]]
+    files: Callable[[ModelSpec], dict[str, dict[str, Path]]]  # by model, each file by its name in the version folder
+    check: Callable[[ModelSpec], str]  # what it checked, in words
 
 
-TASKS = {"onnx": Task(onnx_config, graph_files, check_graph)}
+def onnx_models(spec: ModelSpec) -> dict[str, Generated]:
+    return {spec.name: Generated(onnx_config(spec), settings={"instances": spec.instances})}
+
+
+def onnx_check(spec: ModelSpec) -> str:
+    return f"checked {spec.source_path}: batched rows against single rows differ by at most {check_graph(spec):.3g}"
+
+
+def text_models(spec: ModelSpec) -> dict[str, Generated]:
+    return {name: Generated(config, like, settings) for name, (config, like, settings) in text_configs(spec).items()}
+
+
+TASKS = {
+    "onnx": Task(onnx_models, lambda spec: {spec.name: graph_files(spec)}, onnx_check),
+    "text-classification": Task(text_models, text_files, check_text),
+}
 
 
 def task_of(spec: ModelSpec) -> Task:
@@ -30,14 +73,28 @@ def task_of(spec: ModelSpec) -> Task:
     return task
 
 
+def spec_models(specs: dict[str, ModelSpec], shipped: list[str]) -> dict[str, tuple[ModelSpec, Generated]]:
+    """Every model the specs bring, by name, with its spec; a name a shipped model or another spec has is refused."""
+    models: dict[str, tuple[ModelSpec, Generated]] = {}
+    for spec in specs.values():
+        for name, generated in task_of(spec).models(spec).items():
+            if name in shipped:
+                raise RepositoryError(f"{spec.path}: {name!r} is a model the kit ships; name the spec otherwise")
+            if name in models:
+                other = models[name][0].path
+                raise RepositoryError(f"{spec.path}: its model {name!r} is also {other}'s; name one of them otherwise")
+            models[name] = (spec, generated)
+    return models
+
+
 def servable_specs(folder: Path) -> tuple[dict[str, ModelSpec], list[str]]:
-    """The specs in `folder` whose model can be configured, and what is wrong with each of the others: a server
+    """The specs in `folder` whose models can be configured, and what is wrong with each of the others: a server
     starts with the first and reports the second, so that one bad spec does not stop the other models."""
     specs, refused = {}, []
     for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
         try:
             spec = read_spec(path)
-            task_of(spec).config(spec)
+            task_of(spec).models(spec)
         except SpecError as exc:
             refused.append(str(exc))
             continue

@@ -23,7 +23,7 @@ from kit.runners.onnx import make_session
 class TensorModel:
     def __init__(self, spec_path: Path, threads: int):
         spec = read_spec(spec_path)
-        config = task_of(spec).config(spec)
+        config = task_of(spec).models(spec)[spec.name].config
         self.dtypes = {t.name: numpy_type(t.data_type) for t in config.input}
         self.outputs = [t.name for t in config.output]
         self.session = make_session(spec.source_path, threads)

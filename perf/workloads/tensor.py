@@ -55,7 +55,7 @@ class TensorModelWorkload(Workload):
         self.specs = {spec.name: spec}
         self.door_route = spec.door_route.removeprefix("/")
         self.model_note = f"{spec.name} from {spec.path.name} (task {spec.task}: {spec.source_path.name})"
-        self.config = task_of(spec).config(spec)
+        self.config = task_of(spec).models(spec)[spec.name].config
 
     def label(self, models: dict) -> str:
         settings = models[self.spec.name]

@@ -25,6 +25,8 @@ def graphs(tmp_path_factory) -> Path:
     onnx_graphs.fixed_batch(root / "fixed.onnx")
     onnx_graphs.mixing_rows(root / "mixing.onnx")
     (root / "notes.onnx").write_text("not a graph")
+    (root / "labelled").mkdir()  # enough of a checkpoint for the checks that come before its export
+    (root / "labelled" / "config.json").write_text(json.dumps({"model_type": "bert", "id2label": {"0": "a", "1": "b"}}))
     return root
 
 
@@ -36,6 +38,7 @@ def spec_file(folder: Path, name: str, text: str) -> Path:
 
 
 GOOD = 'task = "onnx"\nsource = "../mlp.onnx"\n'
+TEXT = 'task = "text-classification"\nsource = "../labelled"\n'
 
 
 @pytest.mark.parametrize(
@@ -57,6 +60,12 @@ GOOD = 'task = "onnx"\nsource = "../mlp.onnx"\n'
         (GOOD + "queue_timeout_seconds = 0\n", "queue_timeout_seconds", "not positive"),
         (GOOD + 'route = "/scores"\n', "route", "/v1/my-model"),
         ('task = "onnx"\nsource = "../fixed.onnx"\n', "max_batch_size", "no dynamic first axis"),
+        (GOOD + "max_chars = 300\n", "max_chars", "is not a key of the onnx task"),
+        ('task = "text-classification"\nsource = "../mlp.onnx"\n', "source", "not a checkpoint folder"),
+        (TEXT + "max_chars = -1\n", "max_chars", "is negative"),
+        (TEXT + "bucket_count = 0\n", "bucket_count", "at least one length"),
+        (TEXT + 'labels = ["a"]\n', "labels", "names 1 labels; the checkpoint has 2"),
+        (TEXT + "labels = [1, 2]\n", "labels", "a list of strings"),
     ],
 )
 def test_a_mistake_in_a_spec_names_the_spec_and_the_key(graphs, tmp_path, text, key, words):
@@ -127,3 +136,14 @@ def test_a_server_leaves_out_a_bad_spec_and_serves_the_others(graphs, tmp_path):
     specs, refused = servable_specs(folder)
     assert list(specs) == ["good"]
     assert len(refused) == 1 and "bad.toml" in refused[0] and "`max_batch_size`" in refused[0]
+
+
+def test_kit_add_refuses_a_checkpoint_the_exporter_cannot_load_and_writes_no_spec(tmp_path, capsys):
+    checkpoint = tmp_path / "foreign"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text(json.dumps({"model_type": "no-such-architecture"}))
+    args = ["add", "foreign", "--task", "text-classification", "--from", str(checkpoint), "--models", str(tmp_path / "models")]
+    assert kit_main(args) == 2
+    error = capsys.readouterr().err
+    assert "foreign.toml: `source` cannot be exported as a sequence classifier" in error and "no-such-architecture" in error
+    assert not (tmp_path / "models" / "foreign.toml").exists()

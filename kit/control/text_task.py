@@ -1,0 +1,210 @@
+"""The `text-classification` task: any Hugging Face sequence classifier (a checkpoint folder or a hub id), served
+the way the kit serves RADAR, from RADAR's own committed configs as templates.
+
+A spec `NAME` becomes three models: the entry ensemble `NAME` (one text in, what the door and clients call),
+`NAME_texts` (the text classifier adapter, kit/adapters/text_classifier_model.py: chunks, length buckets, chunks of
+many texts merged into classifier requests, per-label aggregation) and `NAME_classifier` (the exported graph,
+placed in each profile as RADAR's classifier is, less what is RADAR's own: its device curves and TensorRT shapes).
+The entry answers every label: SCORES [labels] (each label's probability, weighted by chunk length), CHUNK_SCORES
+[chunks, labels] and CHUNK_SPANS [chunks, 2]; the labels' names come from the checkpoint's id2label, or the spec's
+`labels`, and reach the door through the entry's parameters.
+
+The export (export.radar, in the export virtualenv: it needs PyTorch) runs at `kit add` and again at build time
+whenever the checkpoint or the spec's chunking changed since; it checks the graph against PyTorch and measures the
+chunk lengths the buckets are chosen from. Its files live in artifacts/models/NAME.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections import deque
+from pathlib import Path
+
+from tritonclient.grpc import model_config_pb2 as mc
+
+from kit.control.configs import ARTIFACTS, REPO_ROOT, SOURCE, copy_config, load_source_config, set_parameter
+from kit.control.specs import DOOR_ROUTE, ModelSpec
+
+TEMPLATES = {"entry": "radar", "texts": "radar_texts", "classifier": "radar_classifier"}
+EXPORTS = ARTIFACTS / "models"
+EXPORT_PYTHON_ENV = "KIT_EXPORT_PYTHON"  # the Python with PyTorch that runs exports (default: the export venv's)
+STAMP = ".source"  # what an export was made from: the source, its files' sizes and times, the chunking
+CLASSIFIER_KEYS = ("max_batch_size", "preferred_batch_size", "max_queue_delay_microseconds", "instances")
+CLASSIFIER_FILES = ("model.onnx", "model.onnx.data", "model.cpu.onnx", "model.fused.onnx", "model.fused.onnx.data", "checkpoint")
+TEXT_FILES = ("tokenizer.json", "export.json", "token_lengths.json")
+ENTRY_FILES = ("export.json", "token_lengths.json")
+
+
+def names(spec: ModelSpec) -> dict[str, str]:
+    return {"entry": spec.name, "texts": f"{spec.name}_texts", "classifier": f"{spec.name}_classifier"}
+
+
+def export_dir(spec: ModelSpec) -> Path:
+    return EXPORTS / spec.name
+
+
+def stamp(spec: ModelSpec) -> dict:
+    """What the export depends on: a hub id as written; a folder by its files' sizes and modification times."""
+    if spec.hub_id:
+        source = spec.source
+    else:
+        files = sorted(p for p in spec.source_path.rglob("*") if p.is_file())
+        digest = hashlib.sha256()
+        for path in files:
+            info = path.stat()
+            digest.update(f"{path.relative_to(spec.source_path)}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+        source = f"{spec.source_path}#{digest.hexdigest()}"
+    return {"source": source, "max_chars": spec.max_chars}
+
+
+def exported(spec: ModelSpec) -> dict | None:
+    """export.json of the spec's export where it is the export of the spec's source as it is now; else None."""
+    folder = export_dir(spec)
+    try:
+        if json.loads((folder / STAMP).read_text()) != stamp(spec):
+            return None
+        return json.loads((folder / "export.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def export_python() -> str:
+    """The export runs where PyTorch is: $KIT_EXPORT_PYTHON, else the export virtualenv, else this Python."""
+    chosen = os.environ.get(EXPORT_PYTHON_ENV)
+    venv = REPO_ROOT / ".venv" / "export" / "bin" / "python"
+    return chosen or (str(venv) if venv.exists() else sys.executable)
+
+
+def export(spec: ModelSpec) -> dict:
+    """The spec's export, made now if it is missing or stale (its progress on stderr); SpecError when it fails."""
+    meta = exported(spec)
+    if meta is not None:
+        return meta
+    folder = export_dir(spec)
+    source = spec.source if spec.hub_id else str(spec.source_path)
+    command = [export_python(), "-m", "export.radar", "--model", source, "--out", str(folder)]
+    command += ["--max-chars", str(spec.max_chars)]
+    print(f"exporting {spec.name} from {source} into {folder} (checked against PyTorch)", file=sys.stderr, flush=True)
+    (folder / STAMP).unlink(missing_ok=True)
+    last = deque(maxlen=1)  # the export's last words: its error where it fails
+    with subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as running:
+        for line in running.stdout:  # its steps, as they come: the progress of a long export
+            sys.stderr.write(line)
+            if line.strip():
+                last.append(line.strip())
+    if running.returncode != 0:
+        reason = last[0].removeprefix("error: ") if last else f"exit status {running.returncode}"
+        raise spec.error("source", f"cannot be exported as a sequence classifier ({reason})", "see docs/MODELS.md")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / STAMP).write_text(json.dumps(stamp(spec)) + "\n")
+    return json.loads((folder / "export.json").read_text())
+
+
+def check_label_count(spec: ModelSpec) -> None:
+    """The spec's `labels` against the checkpoint's config, before any export: a count that disagrees stops here."""
+    if not spec.labels or spec.hub_id:
+        return
+    try:
+        config = json.loads((spec.source_path / "config.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise spec.error("source", f"has no readable config.json ({exc})", "point it at a saved checkpoint") from None
+    count = len(config.get("id2label") or {}) or int(config.get("num_labels", 2))
+    if len(spec.labels) != count:
+        raise spec.error("labels", f"names {len(spec.labels)} labels; the checkpoint has {count}", "name each label once")
+
+
+def labels(spec: ModelSpec, meta: dict) -> list[str]:
+    """The label names in the classifier's column order: the spec's, else the checkpoint's id2label."""
+    count = int(meta["num_labels"])
+    if spec.labels:
+        if len(spec.labels) != count:
+            raise spec.error("labels", f"names {len(spec.labels)} labels; the checkpoint has {count}", "name each once")
+        return list(spec.labels)
+    return [meta["id2label"][str(index)] for index in range(count)]
+
+
+def score_outputs(config: mc.ModelConfig, count: int) -> None:
+    """Every label's probability, for the text and for each chunk, in place of one label's."""
+    del config.output[:]
+    config.output.add(name="SCORES", data_type=mc.TYPE_FP32, dims=[count])
+    config.output.add(name="CHUNK_SCORES", data_type=mc.TYPE_FP32, dims=[-1, count])
+    config.output.add(name="CHUNK_SPANS", data_type=mc.TYPE_INT32, dims=[-1, 2])
+
+
+def template(kind: str, name: str) -> mc.ModelConfig:
+    config = copy_config(load_source_config(TEMPLATES[kind], SOURCE))
+    config.name = name
+    return config
+
+
+def text_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]:
+    """Each model's canonical config, the shipped model whose profile placement it takes, and the profile settings
+    the spec itself gives it (which the template's placement leaves alone)."""
+    check_label_count(spec)
+    meta = export(spec)
+    label_names = labels(spec, meta)
+    model = names(spec)
+    entry = template("entry", model["entry"])
+    del entry.parameters["canary_from"]  # the golden set is RADAR's; a spec's model is checked by its export
+    for key, value in {
+        "classifier": model["classifier"],
+        "max_chars": spec.max_chars,
+        "bucket_count": spec.bucket_count,
+        DOOR_ROUTE: spec.door_route,
+        "labels": json.dumps(label_names, ensure_ascii=False),
+    }.items():
+        set_parameter(entry, key, value)
+    score_outputs(entry, len(label_names))
+    step = entry.ensemble_scheduling.step[0]
+    step.model_name = model["texts"]
+    step.output_map.clear()
+    for tensor in entry.output:
+        step.output_map[tensor.name] = tensor.name
+    texts = template("texts", model["texts"])
+    set_parameter(texts, "parameters_from", model["entry"])
+    score_outputs(texts, len(label_names))
+    classifier = template("classifier", model["classifier"])
+    classifier.output[0].dims[:] = [len(label_names)]
+    own = {key: getattr(spec, key) for key in CLASSIFIER_KEYS if key in spec.given}
+    if "max_batch_size" in own:
+        classifier.max_batch_size = spec.max_batch_size
+        classifier.dynamic_batching.preferred_batch_size[:] = [b for b in spec.preferred_batch_size if b <= spec.max_batch_size]
+    if "max_queue_delay_microseconds" in own:
+        classifier.dynamic_batching.max_queue_delay_microseconds = spec.max_queue_delay_microseconds
+    if "preferred_batch_size" in own:
+        own["preferred_batch_size"] = list(spec.preferred_batch_size)
+    if "queue_timeout_seconds" in spec.given:
+        timeout = int(spec.queue_timeout_seconds * 1e6)
+        texts.dynamic_batching.default_queue_policy.default_timeout_microseconds = timeout
+        classifier.dynamic_batching.default_queue_policy.default_timeout_microseconds = timeout
+    entry_own = {"parameters": {"bucket_count": str(spec.bucket_count)}} if "bucket_count" in spec.given else {}
+    return {
+        model["entry"]: (entry, TEMPLATES["entry"], entry_own),
+        model["texts"]: (texts, TEMPLATES["texts"], {}),
+        model["classifier"]: (classifier, TEMPLATES["classifier"], own),
+    }
+
+
+def text_files(spec: ModelSpec) -> dict[str, dict[str, Path]]:
+    """Each model's files from the export: the graphs and checkpoint the classifier's profile may serve, the tokenizer
+    and measured chunk lengths the texts model loads, and what the entry's derived parameters come from."""
+    folder = export_dir(spec)
+    model = names(spec)
+    wanted = {model["entry"]: ENTRY_FILES, model["texts"]: TEXT_FILES, model["classifier"]: CLASSIFIER_FILES}
+    return {name: {file: folder / file for file in files if (folder / file).exists()} for name, files in wanted.items()}
+
+
+def check_text(spec: ModelSpec) -> str:
+    """`kit add`'s check: the export, validated against PyTorch (export.radar), and its labels against the spec."""
+    check_label_count(spec)
+    meta = export(spec)
+    label_names = labels(spec, meta)
+    return (
+        f"exported {spec.name}: ONNX Runtime and PyTorch logits differ by at most {meta['max_abs_diff']:.3g} "
+        f"(atol {meta['atol']:g}); labels {', '.join(label_names)}; texts chunked "
+        + (f"by {spec.max_chars} characters" if spec.max_chars else f"by the model's {meta['max_tokens']}-token limit")
+    )
