@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import functools
 import json
 import math
 import secrets
+from collections.abc import Callable
 
 import numpy as np
 from fastapi import APIRouter, Depends, Request, Security
@@ -34,6 +36,7 @@ TENSOR_BODY = 16 * 1024 * 1024  # a tensor route's body: JSON numbers of any cou
 JSON_ESCAPE = 6  # a JSON string may spell each byte of its text as \u00XX
 API_KEY = APIKeyHeader(name="X-API-Key", auto_error=False, description="the door's keys ($DOOR_API_KEYS)")
 IMAGE_TYPES = "image/png, image/jpeg, image/bmp, image/webp"
+RADAR_DOC = "AI-generated probability of a text, and of each chunk it was split into (a list for `texts`)."
 
 
 def media_type(request: Request) -> str:
@@ -70,14 +73,18 @@ class Routes:
             tags=["inference"],
         )
         if "radar" in contract:
-            self.add_radar()
+            self.add_text_route("radar", "/v1/radar", radar_result, schemas.RadarResult, RADAR_DOC)
         for model, path in (("ocr", "/v1/ocr"), ("health_code", "/v1/health-code")):
             if model in contract:
                 self.add_image_route(model, path)
         if "resnet50" in contract:
             self.add_resnet()
         for model, served in contract.models.items():
-            if served.route:
+            if served.route and served.labels:
+                answer = functools.partial(labelled_result, served.labels)
+                doc = f"{model}: each label's probability for a text, and for each chunk it was split into (a list for `texts`)."
+                self.add_text_route(model, served.route, answer, schemas.labelled_result(model, served.labels), doc)
+            elif served.route:
                 self.add_tensor_route(model, served)
 
     def require_key(self, key: str | None = Security(API_KEY)) -> None:
@@ -90,13 +97,13 @@ class Routes:
             raise Problem(415, "unsupported-media-type", f"send the body as {' or '.join(accepted)}")
         return await request.body()
 
-    def add_radar(self) -> None:
-        limit = self.contract["radar"].settings.max_text_bytes
+    def add_text_route(self, model: str, path: str, answer: Callable, result: type[BaseModel], doc: str) -> None:
+        """A text classifier's route: `text` or `texts` in, each text's answer (`answer` of its outputs) out."""
+        limit = self.contract[model].settings.max_text_bytes
         schema = schemas.radar_request(limit, self.settings.max_texts)
-        self.caps["/v1/radar"] = JSON_ESCAPE * limit + ENVELOPE
+        self.caps[path] = JSON_ESCAPE * limit + ENVELOPE
 
-        async def radar(request: Request) -> schemas.RadarResult | list[schemas.RadarResult]:
-            """AI-generated probability of a text, and of each chunk it was split into (a list for `texts`)."""
+        async def text_route(request: Request):
             body = parse(schema, await self.body(request, JSON))
             texts = [body.text] if body.text is not None else body.texts
             raw = [text.encode("utf-8") for text in texts]
@@ -107,20 +114,21 @@ class Routes:
                     )
             rid = request.state.request_id
             outcomes = await asyncio.gather(
-                *(self.upstream.infer("radar", {"TEXT": np.array([item], dtype=np.object_)}, rid) for item in raw),
+                *(self.upstream.infer(model, {"TEXT": np.array([item], dtype=np.object_)}, rid) for item in raw),
                 return_exceptions=True,
             )
             for outcome in outcomes:
                 if isinstance(outcome, BaseException):
                     raise outcome
-            results = [radar_result(outputs) for outputs in outcomes]
+            results = [answer(outputs) for outputs in outcomes]
             return results[0] if body.text is not None else results
 
+        text_route.__name__, text_route.__doc__ = model, doc
         self.router.add_api_route(
-            "/radar",
-            radar,
+            path.removeprefix("/v1"),
+            text_route,
             methods=["POST"],
-            response_model=schemas.RadarResult | list[schemas.RadarResult],
+            response_model=result | list[result],
             openapi_extra=request_body(json_body(schema)),
         )
 
@@ -291,6 +299,17 @@ def radar_result(outputs) -> schemas.RadarResult:
     spans = outputs["CHUNK_SPANS"].reshape(-1, 2)
     chunks = [{"start": int(s), "end": int(e), "score": float(c)} for (s, e), c in zip(spans, outputs["CHUNK_SCORES"])]
     return schemas.RadarResult(score=float(outputs["SCORE"].reshape(-1)[0]), chunks=chunks)
+
+
+def labelled_result(labels: tuple[str, ...], outputs) -> dict:
+    """A text classifier's outputs by label name: the most probable label, every label's probability, each chunk's."""
+    scores = outputs["SCORES"].reshape(-1)
+    spans, chunk_scores = outputs["CHUNK_SPANS"].reshape(-1, 2), outputs["CHUNK_SCORES"].reshape(-1, len(labels))
+    chunks = [
+        {"start": int(start), "end": int(end), "scores": dict(zip(labels, row.tolist()))}
+        for (start, end), row in zip(spans, chunk_scores)
+    ]
+    return {"label": labels[int(scores.argmax())], "scores": dict(zip(labels, scores.tolist())), "chunks": chunks}
 
 
 def ocr_result(outputs) -> schemas.OcrResult:

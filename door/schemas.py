@@ -241,6 +241,25 @@ class RadarResult(BaseModel):
     chunks: list[Chunk]
 
 
+def labelled_result(model: str, labels: tuple[str, ...]) -> type[BaseModel]:
+    """A text classifier's answer (a text-classification spec's model): its most probable label, every label's
+    probability, and each chunk's, by the checkpoint's label names."""
+    Label = Literal[labels]  # noqa: N806 (a type)
+    Scores = Annotated[dict[Label, float], Field(description=f"each label's probability: {', '.join(labels)}")]  # noqa: N806
+    LabelledChunk = create_model(  # noqa: N806
+        f"{title_case(model)}Chunk",
+        start=(int, Field(description="first character of the chunk (Unicode code points, from 0)")),
+        end=(int, Field(description="one past the chunk's last character")),
+        scores=(Scores, ...),
+    )
+    return create_model(
+        f"{title_case(model)}Result",
+        label=(Label, Field(description="the most probable label of the whole text")),
+        scores=(Scores, Field(description="each label's probability over the whole text, chunks weighted by length")),
+        chunks=(list[LabelledChunk], ...),
+    )
+
+
 class OcrLine(BaseModel):
     text: str
     score: float
