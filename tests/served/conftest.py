@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
+from kit.control.configs import REPO_ROOT
 from kit.control.models import main as kit_main
 from kit.control.repository import build
 from kit.control.runtime import ServerOptions, TritonServer
 from kit.control.specs import ModelSpec, read_specs
+from kit.control.text_task import export_python
 from tests import onnx_graphs
 from tests.conftest import ARTIFACTS
 from tests.radar_reference import direct_scorer
@@ -21,16 +24,30 @@ from tests.radar_reference import direct_scorer
 BROUGHT = {"scorer": onnx_graphs.mlp, "pooler": onnx_graphs.pooled_embeddings}
 # A graph whose rows change each other (a mean over the batch), added unbatched as `kit add` advises for it.
 UNBATCHED = {"centred": onnx_graphs.mixing_rows}
+# Text classifiers a user brings as Hugging Face checkpoints (tests.checkpoints, made in the export venv), each added by
+# `kit add` alone: a BERT chunked at its token limit, a DistilBERT by 120 characters. Name -> checkpoint, arguments.
+TEXT_CLASSIFIERS = {"topics": ("bert", []), "mood": ("distilbert", ["--max-chars", "120"])}
 
 
 @pytest.fixture(scope="session")
-def brought_models(tmp_path_factory) -> dict[str, ModelSpec]:
+def checkpoints(tmp_path_factory) -> Path:
+    """The generated checkpoints' folder: bert/ and distilbert/."""
+    root = tmp_path_factory.mktemp("checkpoints")
+    subprocess.run([export_python(), "-m", "tests.checkpoints", "make", "--out", str(root)], cwd=REPO_ROOT, check=True)
+    return root
+
+
+@pytest.fixture(scope="session")
+def brought_models(tmp_path_factory, checkpoints) -> dict[str, ModelSpec]:
     root = tmp_path_factory.mktemp("brought")
     for name, write in (BROUGHT | UNBATCHED).items():
         graph = write(root / f"{name}.onnx")
         unbatched = ["--max-batch-size", "0"] if name in UNBATCHED else []
         args = ["add", name, "--task", "onnx", "--from", str(graph), "--models", str(root / "models"), *unbatched]
         assert kit_main(args) == 0
+    for name, (checkpoint, options) in TEXT_CLASSIFIERS.items():
+        args = ["add", name, "--task", "text-classification", "--from", str(checkpoints / checkpoint), *options]
+        assert kit_main([*args, "--models", str(root / "models")]) == 0
     return read_specs(root / "models")
 
 

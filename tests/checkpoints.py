@@ -1,0 +1,119 @@
+"""Small random-weight Hugging Face checkpoints of architectures the kit was not written around, and PyTorch's
+answers on them: what the served tests of the text-classification task add with `kit add` and compare with.
+
+Runs in the export virtualenv (it needs PyTorch); the served tests call it as a program:
+
+    python -m tests.checkpoints make --out DIR                       # DIR/bert, DIR/distilbert
+    python -m tests.checkpoints reference --model DIR --max-chars N  # texts (JSON list) on stdin
+
+Each checkpoint has its own WordPiece tokenizer, trained on a fixed corpus (export.standins.corpus), a fixed
+seed, a 128-token limit (so that a few hundred characters already take two chunks) and labels of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+from transformers import (
+    AutoModelForSequenceClassification,
+    BertConfig,
+    BertForSequenceClassification,
+    BertTokenizerFast,
+    DistilBertConfig,
+    DistilBertForSequenceClassification,
+    DistilBertTokenizerFast,
+)
+
+from export.standins import corpus
+from kit.pipelines.text.aggregate import label_probabilities, weighted_mean
+from kit.pipelines.text.radar import chunk_text
+
+MAX_TOKENS = 128
+SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+LABELS = {
+    "bert": ["sport", "politics", "science"],
+    "distilbert": ["negative", "positive"],
+}
+
+
+def wordpiece(vocab_size: int = 3000) -> Tokenizer:
+    """A BERT-style uncased WordPiece tokenizer with [CLS] ... [SEP] around each text."""
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIAL, show_progress=False)
+    tokenizer.train_from_iterator(corpus(300_000), trainer)
+    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
+    return tokenizer
+
+
+def make(kind: str, out: Path, seed: int = 0) -> Path:
+    tokenizer = wordpiece()
+    labels = {"num_labels": len(LABELS[kind]), "id2label": dict(enumerate(LABELS[kind]))}
+    labels["label2id"] = {label: index for index, label in labels["id2label"].items()}
+    size = {"vocab_size": tokenizer.get_vocab_size(), "max_position_embeddings": MAX_TOKENS, "pad_token_id": 0}
+    if kind == "bert":
+        config = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, **size, **labels)
+        model_class, tokenizer_class = BertForSequenceClassification, BertTokenizerFast
+    else:
+        config = DistilBertConfig(dim=32, n_layers=2, n_heads=2, hidden_dim=64, **size, **labels)
+        model_class, tokenizer_class = DistilBertForSequenceClassification, DistilBertTokenizerFast
+    config.initializer_range = 0.3  # wide, so that texts get visibly different scores
+    torch.manual_seed(seed)
+    model = model_class(config).eval()
+    folder = out / kind
+    model.save_pretrained(folder)
+    fast = tokenizer_class(
+        tokenizer_object=tokenizer,
+        model_max_length=MAX_TOKENS,
+        **dict(zip(("pad_token", "unk_token", "cls_token", "sep_token", "mask_token"), SPECIAL)),
+    )
+    fast.save_pretrained(folder)
+    return folder
+
+
+def reference(model_dir: Path, texts: list[str], max_chars: int) -> list[dict]:
+    """Each text chunked as the kit chunks it, each chunk run alone (no padding) through PyTorch: every chunk's label
+    probabilities and their length-weighted mean."""
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    answers = []
+    for text in texts:
+        spans, ids = chunk_text(tokenizer, text, max_chars, MAX_TOKENS)
+        with torch.no_grad():
+            logits = [model(input_ids=torch.tensor([chunk])).logits.numpy()[0] for chunk in ids]
+        chunks = label_probabilities(np.stack(logits))
+        answers.append({"scores": weighted_mean(chunks, spans).tolist(), "chunk_scores": chunks.tolist(), "spans": spans})
+    return answers
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    m = sub.add_parser("make")
+    m.add_argument("--out", type=Path, required=True)
+    r = sub.add_parser("reference")
+    r.add_argument("--model", type=Path, required=True)
+    r.add_argument("--max-chars", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.command == "make":
+        for kind in LABELS:
+            print(make(kind, args.out))
+    else:
+        json.dump(reference(args.model, json.load(sys.stdin), args.max_chars), sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

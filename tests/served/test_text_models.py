@@ -1,0 +1,134 @@
+"""Text classifiers a user brings as Hugging Face checkpoints (`kit add NAME --task text-classification --from DIR`,
+nothing else; tests.served.conftest.TEXT_CLASSIFIERS): a BERT and a DistilBERT with labels of their own, served on
+the real server beside the shipped models. Their answers equal PyTorch's on the same chunks, texts of a batched
+door request equal the same texts sent alone, concurrent texts share executions, bad input fails alone, and the
+door serves each on its route with its labels in the OpenAPI document."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
+
+from kit.control.configs import REPO_ROOT
+from kit.control.text_task import export_python
+from samples.texts import MULTILINGUAL, sample_texts
+from tests.served.conftest import TEXT_CLASSIFIERS
+from tests.served.test_door_routes import assert_problem, call, running_door
+
+OUTPUTS = ("SCORES", "CHUNK_SCORES", "CHUNK_SPANS")
+# Served (the fused ONNX graph, chunks padded to length buckets, batched) against PyTorch on each chunk alone.
+ATOL = 1e-4
+TEXTS = [
+    "The match ended in a draw after extra time.",
+    " ".join(sample_texts(count=3, min_chars=300, max_chars=700, seed=11)),  # several chunks under either model
+    MULTILINGUAL[0],
+    "Short.",
+]
+
+
+def pytorch(checkpoint, texts: list[str], max_chars: int) -> list[dict]:
+    """Each text through PyTorch (tests.checkpoints reference, in the export venv): every chunk alone."""
+    command = [export_python(), "-m", "tests.checkpoints", "reference", "--model", str(checkpoint), "--max-chars", str(max_chars)]
+    done = subprocess.run(command, cwd=REPO_ROOT, input=json.dumps(texts), capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def classify(url: str, model: str, text: str) -> dict[str, np.ndarray]:
+    client = grpcclient.InferenceServerClient(url)
+    try:
+        tensor = grpcclient.InferInput("TEXT", [1], "BYTES")
+        tensor.set_data_from_numpy(np.array([text.encode("utf-8")], dtype=np.object_))
+        result = client.infer(model, [tensor])
+        return {name: result.as_numpy(name) for name in OUTPUTS}
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def references(brought_models, checkpoints) -> dict[str, list[dict]]:
+    return {
+        name: pytorch(checkpoints / checkpoint, TEXTS, brought_models[name].max_chars)
+        for name, (checkpoint, _) in TEXT_CLASSIFIERS.items()
+    }
+
+
+@pytest.mark.parametrize("model", sorted(TEXT_CLASSIFIERS))
+def test_served_label_probabilities_equal_pytorch_on_the_same_chunks(model, server, references):
+    assert any(len(answer["spans"]) > 1 for answer in references[model]), "no text of the check took several chunks"
+    for text, want in zip(TEXTS, references[model]):
+        got = classify(server.options.grpc_url, model, text)
+        np.testing.assert_array_equal(got["CHUNK_SPANS"], np.array(want["spans"]).reshape(-1, 2))
+        np.testing.assert_allclose(got["CHUNK_SCORES"], want["chunk_scores"], atol=ATOL, err_msg=f"{model}: {text[:40]}")
+        np.testing.assert_allclose(got["SCORES"], want["scores"], atol=ATOL, err_msg=f"{model}: {text[:40]}")
+
+
+def executions(grpc_client, model: str) -> tuple[int, int]:
+    stats = grpc_client.get_inference_statistics(model).model_stats[0]
+    return stats.inference_stats.success.count, stats.execution_count
+
+
+@pytest.mark.parametrize("model", sorted(TEXT_CLASSIFIERS))
+def test_concurrent_texts_share_executions(model, grpc_client, server, references):
+    """32 clients at once: the texts model's executions carry several clients' texts (Triton's statistics), and every
+    text is answered as alone."""
+    texts_model = f"{model}_texts"
+    before = executions(grpc_client, texts_model)
+    sent = TEXTS * 32
+    with ThreadPoolExecutor(32) as pool:
+        answers = list(pool.map(lambda text: classify(server.options.grpc_url, model, text), sent))
+    requests, runs = (a - b for a, b in zip(executions(grpc_client, texts_model), before))
+    assert requests == len(sent)
+    assert runs < requests, f"{runs} executions for {requests} texts: none carried more than one"
+    for i, answer in enumerate(answers):
+        np.testing.assert_allclose(answer["SCORES"], references[model][i % len(TEXTS)]["scores"], atol=ATOL)
+
+
+@pytest.mark.parametrize("model", sorted(TEXT_CLASSIFIERS))
+def test_an_empty_text_fails_alone_among_good_ones(model, server, references):
+    with ThreadPoolExecutor(9) as pool:
+        good = [pool.submit(classify, server.options.grpc_url, model, text) for text in TEXTS * 2]
+        bad = pool.submit(classify, server.options.grpc_url, model, "  \n ")
+        with pytest.raises(InferenceServerException) as caught:
+            bad.result()
+        for i, answer in enumerate(good):
+            np.testing.assert_allclose(answer.result()["SCORES"], references[model][i % len(TEXTS)]["scores"], atol=ATOL)
+    assert caught.value.status() == "StatusCode.INVALID_ARGUMENT"
+    assert "empty" in caught.value.message(), caught.value.message()
+
+
+@pytest.fixture(scope="module")
+def door(server, tmp_path_factory):
+    with running_door(server.options.grpc_url, tmp_path_factory.mktemp("door") / "door.log") as running:
+        yield running
+
+
+@pytest.mark.parametrize("model", sorted(TEXT_CLASSIFIERS))
+def test_the_door_serves_a_text_classifier_by_its_labels(model, door, brought_models, checkpoints, references):
+    labels = json.loads((checkpoints / TEXT_CLASSIFIERS[model][0] / "config.json").read_text())["id2label"]
+    labels = [labels[str(i)] for i in range(len(labels))]
+    route = brought_models[model].door_route
+    together = call(door, "POST", route, json={"texts": TEXTS})
+    assert together.status == 200, together.data[:500]
+    for text, answer, want in zip(TEXTS, together.json(), references[model]):
+        alone = call(door, "POST", route, json={"text": text})
+        assert alone.status == 200 and alone.json() == answer, "a text of a batched request differs from it sent alone"
+        assert list(answer["scores"]) == labels and answer["label"] == labels[int(np.argmax(want["scores"]))]
+        np.testing.assert_allclose([answer["scores"][label] for label in labels], want["scores"], atol=ATOL)
+        assert [[c["start"], c["end"]] for c in answer["chunks"]] == want["spans"]
+    document = call(door, "GET", "/openapi.json").json()
+    result = document["paths"][route]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
+    schema = document["components"]["schemas"][result["anyOf"][0]["$ref"].rsplit("/", 1)[1]]
+    assert schema["properties"]["label"]["enum"] == labels
+
+
+@pytest.mark.parametrize("model", sorted(TEXT_CLASSIFIERS))
+def test_the_door_refuses_an_empty_text_with_a_clear_4xx(model, door, brought_models):
+    answer = call(door, "POST", brought_models[model].door_route, json={"texts": ["A good text.", " "]})
+    body = assert_problem(answer, 422, "invalid-request")
+    assert "texts" in body["detail"], body
