@@ -4,8 +4,9 @@ Four rules, each keyed by a parameter of the committed config, not by model name
 
 - `parameters_from: MODEL`: every parameter of MODEL's committed config (its profile's applied) that
   this config does not set (health_code reads text with `ocr`'s settings, radar_texts RADAR's from
-  the `radar` ensemble, from the one source). The rules below then apply to what it inherited too,
-  from this model's own files, so the order in which models are built does not matter.
+  the `radar` ensemble, from the one source), but MODEL's `door_route`: the door serves MODEL, not the
+  model behind it. The rules below then apply to what it inherited too, from this model's own files,
+  so the order in which models are built does not matter.
 - `bucket_count: N`: `buckets`, the N length buckets that waste the least padding on the token
   lengths the export measured (token_lengths.json in the version folder), for this config's
   `max_chars`; the export must have measured them at the same `max_chars`.
@@ -27,10 +28,12 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from kit.control.canary import CanaryError, golden_set
 from kit.control.configs import RepositoryError, parameters
+from kit.control.specs import DOOR_ROUTE
 from kit.pipelines.text.radar import length_buckets
 
 TOKEN_LENGTHS = "token_lengths.json"
 DERIVED = ("buckets", "max_batch", "chunks_in_flight", "canary")  # computed here for each model, never inherited
+ENTRY_ONLY = (DOOR_ROUTE,)  # the door serves the entry there, not the models behind it: never inherited either
 
 
 def inherited(config: mc.ModelConfig, configs: dict[str, mc.ModelConfig]) -> dict[str, str]:
@@ -83,7 +86,7 @@ def derived_parameters(config: mc.ModelConfig, configs: dict[str, mc.ModelConfig
     """What to add to `config`'s parameters; `files`: the model's artifacts by file name."""
     derived = inherited(config, configs) if "parameters_from" in parameters(config) else {}
     own = parameters(config) | derived
-    derived = {key: value for key, value in derived.items() if key not in DERIVED}
+    derived = {key: value for key, value in derived.items() if key not in DERIVED + ENTRY_ONLY}
     if "bucket_count" in own:
         derived.update(buckets(config, own, files))
     if "classifier" in own:

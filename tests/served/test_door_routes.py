@@ -311,7 +311,7 @@ def test_readiness_ids_and_metrics(door):
         "triton": True,
         "models": {
             **{model: True for model in ("radar", "ocr", "health_code", "resnet50")},
-            **{model: True for model in ("scorer", "pooler", "centred")},  # users' models (tests/served/conftest.py)
+            **{model: True for model in ("scorer", "pooler", "centred", "topics", "mood")},  # users' (served/conftest.py)
         },
         "dead_stubs": [],
         "stubs_visible": True,
