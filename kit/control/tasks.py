@@ -15,12 +15,14 @@ from kit.control.onnx_task import check_graph, graph_files, onnx_config
 from kit.control.specs import ModelSpec, SpecError, check_routes, read_spec
 from kit.control.text_task import check_text, text_configs, text_files
 
-# What a generated model takes of its template's placement in a profile: how it runs, not what is the template's
-# own (a device curve measured on the template's model, TensorRT shapes for its token limit, its runner).
+# What a generated model takes of its template's placement in a profile: where and how it runs (its runner, GPUs and
+# precision included), not what was measured or chosen for the template's own model (a device curve and the merge
+# it prices, TensorRT shapes and precision for its token limit), nor the simulated runner, which needs such a curve.
 PLACEMENT = frozenset(
-    {"instances", "threads", "graph", "ragged_batch", "parameters"}
+    {"instances", "threads", "graph", "ragged_batch", "parameters", "runner", "dtype", "gpus", "cuda_graphs"}
     | {"max_batch_size", "preferred_batch_size", "max_queue_delay_microseconds"}
 )
+SIMULATED = "sim"
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,10 @@ class Generated:
 
     def placement(self, profile_models: dict) -> dict:
         """This model's settings for a profile whose models' settings are `profile_models`."""
-        placed = {k: v for k, v in profile_models.get(self.like, {}).items() if k in PLACEMENT and k not in self.settings}
+        template = profile_models.get(self.like, {})
+        if template.get("runner") == SIMULATED:
+            template = {k: v for k, v in template.items() if k not in ("runner", "gpus")}
+        placed = {k: v for k, v in template.items() if k in PLACEMENT and k not in self.settings}
         if "max_batch_size" in self.settings:  # the template's preferred sizes were chosen for its own cap
             placed.pop("preferred_batch_size", None)
         params = placed.get("parameters", {}) | self.settings.get("parameters", {})

@@ -15,7 +15,8 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from kit.control.configs import REPO_ROOT
+from kit.control.configs import REPO_ROOT, parameters
+from kit.control.repository import resolved
 from kit.control.text_task import export_python
 from samples.texts import MULTILINGUAL, sample_texts
 from tests.served.conftest import TEXT_CLASSIFIERS
@@ -132,3 +133,19 @@ def test_the_door_refuses_an_empty_text_with_a_clear_4xx(model, door, brought_mo
     answer = call(door, "POST", brought_models[model].door_route, json={"texts": ["A good text.", " "]})
     body = assert_problem(answer, 422, "invalid-request")
     assert "texts" in body["detail"], body
+
+
+@pytest.mark.parametrize("profile", ["cpu", "gpu", "gpu-embedded", "sim-h100"])
+def test_a_text_classifier_is_placed_in_every_profile_as_radar_is(profile, brought_models):
+    """Built for each profile, the three models of a spec run where RADAR's run (the simulated device aside, which
+    only RADAR's measured curve can drive), and the classifier serves the export's graph or checkpoint."""
+    configs, files = resolved(profile, specs=brought_models)
+    for model in TEXT_CLASSIFIERS:
+        for part, radar in (("", "radar"), ("_texts", "radar_texts"), ("_classifier", "radar_classifier")):
+            config, shipped = configs[model + part], configs[radar]
+            assert (config.platform, config.max_batch_size) == (shipped.platform, shipped.max_batch_size)
+            if profile != "sim-h100":
+                assert (config.backend, list(config.instance_group)) == (shipped.backend, list(shipped.instance_group))
+        classifier = parameters(configs[f"{model}_classifier"])
+        served = classifier.get("onnx_model") or classifier.get("torch_model")
+        assert served is None or served in files[f"{model}_classifier"], f"{profile}: {served} is not in the version folder"
