@@ -162,3 +162,15 @@ class AsyncModelClient:
 def add_api_key(parser) -> None:
     """The command lines' --api-key: the door's X-API-Key (protocol door)."""
     parser.add_argument("--api-key", help="the door's X-API-Key, for --protocol door (default: $DOOR_API_KEY)")
+
+
+def report_all(client: ModelClient, call: Callable[[list], list], items: list, paths: list, report: Callable) -> int:
+    """The command lines' end: `call(items)` on `client` (closed after), one `report(path, result)` line printed per
+    item; exit status 1 where any item failed."""
+    try:
+        results = call(items)
+    finally:
+        client.close()
+    for path, result in zip(paths, results):
+        print(report(path, result))
+    return 1 if any(isinstance(r, Exception) for r in results) else 0

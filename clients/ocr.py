@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from tritonclient.utils import InferenceServerException
 
-from clients.base import DEFAULT_URLS, PROTOCOLS, ModelClient, add_api_key
+from clients.base import DEFAULT_URLS, PROTOCOLS, ModelClient, add_api_key, report_all
 from clients.results import OcrLine
 from clients.triton import RetryPolicy
 
@@ -118,13 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="one JSON object per image")
     args = parse_args(parser, argv)
     client = OcrClient(args.url, args.protocol, args.concurrency, args.base64, api_key=args.api_key)
-    try:
-        results = client.read_many([path.read_bytes() for path in args.images])
-    finally:
-        client.close()
-    for path, result in zip(args.images, results):
-        print(report(path, result, args.json))
-    return 1 if any(isinstance(r, Exception) for r in results) else 0
+    images = [path.read_bytes() for path in args.images]
+    return report_all(client, client.read_many, images, args.images, lambda path, result: report(path, result, args.json))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 RADAR_OUTPUTS = ["SCORE", "CHUNK_SCORES", "CHUNK_SPANS"]
+LABELLED_OUTPUTS = ["SCORES", "CHUNK_SCORES", "CHUNK_SPANS"]
 
 
 @dataclass
@@ -28,6 +29,32 @@ class RadarResult:
     def from_response(cls, response) -> RadarResult:
         """From a tritonclient InferResult, for callers that send their own requests."""
         return cls.from_outputs({name: response.as_numpy(name) for name in RADAR_OUTPUTS})
+
+
+@dataclass
+class LabelledResult:
+    """A text classifier's answer (a text-classification spec's model): the most probable label, every label's
+    probability over the text, and each chunk's span and label probabilities."""
+
+    label: str
+    scores: dict[str, float]
+    chunks: list[tuple[int, int, dict[str, float]]]
+
+    @classmethod
+    def from_outputs(cls, labels: list[str], outputs: dict[str, np.ndarray]) -> LabelledResult:
+        scores = outputs["SCORES"].reshape(-1)
+        rows = outputs["CHUNK_SCORES"].reshape(-1, len(labels))
+        chunks = [
+            (int(s), int(e), dict(zip(labels, map(float, row))))
+            for (s, e), row in zip(outputs["CHUNK_SPANS"].reshape(-1, 2), rows)
+        ]
+        return cls(labels[int(scores.argmax())], dict(zip(labels, map(float, scores))), chunks)
+
+    @classmethod
+    def from_answer(cls, answer: dict) -> LabelledResult:
+        """From the door's JSON answer."""
+        chunks = [(c["start"], c["end"], c["scores"]) for c in answer["chunks"]]
+        return cls(answer["label"], answer["scores"], chunks)
 
 
 @dataclass

@@ -15,6 +15,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
+from clients.text import TextClassifierClient
 from kit.control.configs import REPO_ROOT, parameters
 from kit.control.repository import resolved
 from kit.control.text_task import export_python
@@ -126,6 +127,23 @@ def test_the_door_serves_a_text_classifier_by_its_labels(model, door, brought_mo
     result = document["paths"][route]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
     schema = document["components"]["schemas"][result["anyOf"][0]["$ref"].rsplit("/", 1)[1]]
     assert schema["properties"]["label"]["enum"] == labels
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http", "door"])
+def test_the_generic_client_answers_by_label_on_every_transport(protocol, server, door, references, checkpoints):
+    """clients.text with nothing but the model's name: the labels from the served config (or the door's answer)."""
+    url = {"grpc": server.options.grpc_url, "http": server.options.http_url, "door": door.url}[protocol]
+    labels = json.loads((checkpoints / "bert" / "config.json").read_text())["id2label"]
+    client = TextClassifierClient("topics", url, protocol)
+    try:
+        results = client.classify_many(TEXTS)
+    finally:
+        client.close()
+    for result, want in zip(results, references["topics"]):
+        assert list(result.scores) == [labels[str(i)] for i in range(len(labels))]
+        np.testing.assert_allclose(list(result.scores.values()), want["scores"], atol=ATOL)
+        assert [[start, end] for start, end, _ in result.chunks] == want["spans"]
+        np.testing.assert_allclose([list(c.values()) for _, _, c in result.chunks], want["chunk_scores"], atol=ATOL)
 
 
 @pytest.mark.parametrize("model", sorted(TEXT_CLASSIFIERS))

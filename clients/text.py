@@ -1,0 +1,95 @@
+"""Classify text files with a text classifier a spec brings (`kit add NAME --task text-classification`,
+docs/MODELS.md): its most probable label and every label's probability, per file and per chunk.
+
+    python -m clients.text --model topics essay.txt notes/*.txt
+    python -m clients.text --model topics --protocol door --url http://localhost:8080 --json *.txt
+
+Over Triton's gRPC or HTTP the label names come from the served entry's `labels` parameter, so that the
+client needs nothing but the model's name; through the door they come with each answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from tritonclient.utils import InferenceServerException
+
+from clients.base import DEFAULT_URLS, PROTOCOLS, ModelClient, add_api_key, report_all
+from clients.door import DoorError
+from clients.radar import text_tensor
+from clients.results import LABELLED_OUTPUTS, LabelledResult
+from clients.triton import RetryPolicy
+
+
+class TextClassifierClient(ModelClient):
+    """Thread-safe synchronous client of a text classifier's entry model; `classify_many` keeps `concurrency` in
+    flight."""
+
+    def __init__(
+        self,
+        model: str,
+        url: str,
+        protocol: str = "grpc",
+        concurrency: int = 8,
+        retry: RetryPolicy = RetryPolicy(),
+        api_key: str | None = None,
+        route: str | None = None,
+    ):
+        super().__init__(model, LABELLED_OUTPUTS, url, protocol, concurrency, retry=retry, api_key=api_key, route=route)
+        self.labels = None if self.door else served_labels(self.clients.get(), model)
+
+    def classify(self, text: str | bytes) -> LabelledResult:
+        if self.door:
+            body = {"text": text.decode("utf-8") if isinstance(text, bytes) else text}
+            return LabelledResult.from_answer(self.door.post(self.route, body))
+        return LabelledResult.from_outputs(self.labels, self.infer(text_tensor(text)))
+
+    def classify_many(self, texts: list[str | bytes]) -> list[LabelledResult | InferenceServerException | DoorError]:
+        return self.map(self.classify, texts)
+
+
+def served_labels(client, model: str) -> list[str]:
+    """The label names the served entry carries (parameter `labels`, a JSON list), from either tritonclient."""
+    config = client.get_model_config(model)
+    if isinstance(config, dict):  # HTTP: the config as JSON
+        parameters = {key: value["string_value"] for key, value in config.get("parameters", {}).items()}
+    else:
+        parameters = {key: value.string_value for key, value in config.config.parameters.items()}
+    if "labels" not in parameters:
+        raise ValueError(f"{model} is not a text classifier's entry: its config has no `labels` (docs/MODELS.md)")
+    return json.loads(parameters["labels"])
+
+
+def report(path: Path, result, as_json: bool) -> str:
+    if isinstance(result, Exception):
+        message = result.message() if isinstance(result, InferenceServerException) else str(result)
+        return json.dumps({"file": str(path), "error": message}) if as_json else f"{path}: error: {message}"
+    if as_json:
+        chunks = [{"start": start, "end": end, "scores": scores} for start, end, scores in result.chunks]
+        return json.dumps({"file": str(path), "label": result.label, "scores": result.scores, "chunks": chunks})
+    scores = ", ".join(f"{label} {score:.4f}" for label, score in result.scores.items())
+    return f"{path}: {result.label} ({scores}; {len(result.chunks)} chunks)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("files", nargs="+", type=Path)
+    parser.add_argument("--model", required=True, help="the spec's name (its entry model)")
+    parser.add_argument("--protocol", choices=PROTOCOLS, default="grpc")
+    parser.add_argument("--url", help="host:port for grpc (default localhost:8001) and http (localhost:8000); the door's URL")
+    parser.add_argument("--route", help="the door's path, where the spec names one (default /v1/<model>)")
+    parser.add_argument("--concurrency", type=int, default=8, help="requests in flight at once (default 8)")
+    add_api_key(parser)
+    parser.add_argument("--json", action="store_true", help="one JSON object per file")
+    args = parser.parse_args(argv)
+    url = args.url or DEFAULT_URLS[args.protocol]
+    texts = [path.read_text(encoding="utf-8", errors="strict") for path in args.files]
+    client = TextClassifierClient(args.model, url, args.protocol, args.concurrency, api_key=args.api_key, route=args.route)
+    return report_all(client, client.classify_many, texts, args.files, lambda path, result: report(path, result, args.json))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
