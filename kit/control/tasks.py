@@ -15,12 +15,12 @@ from kit.control.onnx_task import check_graph, graph_files, onnx_config
 from kit.control.specs import ModelSpec, SpecError, check_routes, read_spec
 from kit.control.text_task import check_text, text_configs, text_files
 
-# What a generated model takes of its template's placement in a profile: where and how it runs (its runner, GPUs and
-# precision included), not what was measured or chosen for the template's own model (a device curve and the merge
-# it prices, TensorRT shapes and precision for its token limit), nor the simulated runner, which needs such a curve.
+# What a generated model takes of its template's placement in a profile: where and how it runs (instances, threads,
+# batch cap, runner, GPUs and precision), not what was tuned or measured for the template's own network (its queue
+# delay and preferred batch sizes, a device curve and the merge it prices, TensorRT shapes and precision for its
+# token limit), nor the simulated runner, which needs such a curve.
 PLACEMENT = frozenset(
-    {"instances", "threads", "graph", "ragged_batch", "parameters", "runner", "dtype", "gpus", "cuda_graphs"}
-    | {"max_batch_size", "preferred_batch_size", "max_queue_delay_microseconds"}
+    {"instances", "threads", "graph", "ragged_batch", "parameters", "runner", "dtype", "gpus", "cuda_graphs", "max_batch_size"}
 )
 SIMULATED = "sim"
 
@@ -40,8 +40,9 @@ class Generated:
         if template.get("runner") == SIMULATED:
             template = {k: v for k, v in template.items() if k not in ("runner", "gpus")}
         placed = {k: v for k, v in template.items() if k in PLACEMENT and k not in self.settings}
-        if "max_batch_size" in self.settings:  # the template's preferred sizes were chosen for its own cap
-            placed.pop("preferred_batch_size", None)
+        if "max_batch_size" in placed:  # the config's own preferred sizes, within the cap the profile sets
+            cap = int(placed["max_batch_size"])
+            placed["preferred_batch_size"] = [b for b in self.config.dynamic_batching.preferred_batch_size if b <= cap]
         params = placed.get("parameters", {}) | self.settings.get("parameters", {})
         return placed | self.settings | ({"parameters": params} if params else {}) | profile_models.get(self.config.name, {})
 
