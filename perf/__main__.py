@@ -7,8 +7,9 @@
     python -m perf report                                           # every perf/results/<workload>/REPORT.md, and perf/RESULTS.md
 
 A spec's `workload` (perf.workloads: radar, radar-precision, ocr, resnet) picks the inputs, the kit's models and the
-baselines; `--model NAME` measures the model of models/NAME.toml instead (perf.workloads.tensor, with the spec
-perf/specs/model.json unless --spec names another). A sweep writes results.json, sweeps.csv, probes.csv, plots and
+baselines; `--model NAME` measures the model of models/NAME.toml instead (an onnx spec's by perf.workloads.tensor
+and perf/specs/model.json, a text-classification spec's by perf.workloads.text and perf/specs/model-text.json,
+unless --spec names another). A sweep writes results.json, sweeps.csv, probes.csv, plots and
 REPORT.md into --out; when --out is the workload's folder under perf/results/, the index perf/RESULTS.md is
 regenerated too. A suite
 spec runs each of its specs into a subfolder of --out and writes an index of them there. The command
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from kit.control.configs import REPO_ROOT
 from kit.control.specs import MODELS, read_specs
+from kit.control.text_task import export_dir
 from perf.engine import report, sweep
 from perf.engine.budget import Budget
 from perf.engine.spec import load_spec
@@ -34,6 +36,7 @@ from perf.engine.targets import merged
 from perf.engine.workload import Workload
 from perf.workloads import WORKLOADS
 from perf.workloads.tensor import TensorModelWorkload
+from perf.workloads.text import TextModelWorkload
 
 MODEL_WORKLOAD = "model"  # perf/specs/model.json's: the workload comes from --model
 
@@ -84,12 +87,14 @@ def run_model(args: argparse.Namespace, argv: list[str]) -> int:
         )
         return 2
     model = specs[args.model]
-    spec = load_spec(args.spec or "model")
+    text = model.task == "text-classification"
+    spec = load_spec(args.spec or ("model-text" if text else "model"))
     spec["path"] = os.path.relpath(spec["path"], REPO_ROOT)
-    spec["model"] = os.path.relpath(model.source_path.parent, REPO_ROOT)  # the report names it as the command did
+    folder = export_dir(model) if text else model.source_path.parent  # the files its pipeline and graph come from
+    spec["model"] = os.path.relpath(folder, REPO_ROOT)  # the report names it as the command did
     out = args.out or REPO_ROOT / "build" / "perf" / "models" / args.model
     budget = Budget(args.deadline or (time.time() + args.budget if args.budget else None))
-    w = TensorModelWorkload(model)
+    w = TextModelWorkload(model) if text else TensorModelWorkload(model)
     return int(failed([run_one(merged(spec, args.override), out, args.work / "models" / args.model, args, argv, budget, w)]))
 
 

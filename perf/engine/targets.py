@@ -32,6 +32,7 @@ from kit.control.profiles import load_profile
 from kit.control.repository import build, resolved
 from kit.control.runtime import ServerOptions, TritonServer, answers_ok, free_port
 from kit.control.serve import Door
+from kit.control.tasks import task_of
 from kit.runners.simulated import COUNTERS_ENV, busy_seconds
 from perf.engine.inputs import InputSet
 from perf.engine.workload import Baseline, Workload
@@ -49,10 +50,12 @@ def merged(base: dict, override: dict) -> dict:
 
 def variant_profile(workload: Workload, setting: dict) -> dict:
     """The workload's deployment profile for its models, each overridden by `setting`
-    (e.g. {"radar_classifier": {"instances": 2}}), PyTorch-runner models in the deployment's placement."""
+    (e.g. {"radar_classifier": {"instances": 2}}), PyTorch-runner models in the deployment's placement. A model from a
+    spec starts from the placement the profile gives it (kit.control.tasks.Generated: its template's, where it has one)."""
     d = workload.deployment
     base = load_profile(d.profile)
-    models = {m: merged(base["models"].get(m, {}), setting.get(m, {})) for m in workload.models}
+    placed = {m: g.placement(base["models"]) for s in workload.specs.values() for m, g in task_of(s).models(s).items()}
+    models = {m: merged(placed.get(m) or base["models"].get(m, {}), setting.get(m, {})) for m in workload.models}
     for settings in models.values():
         if settings.get("runner") == "torch":
             settings.update(d.placement)

@@ -12,6 +12,7 @@ checkpoint in the same dtype on the same device.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -43,11 +44,11 @@ def radar_inputs(out_dir: Path, spec_input: dict, pipeline: RadarPipeline) -> In
     return input_set(out_dir, s["name"], texts, per_text, "TEXT", [{"text": t} for t in texts])
 
 
-def per_text(row: dict) -> list[str]:
-    """Per text: entry queue and compute (radar_texts', behind the `radar` ensemble: its compute is that of the
+def per_text(texts: str, classifier: str, entry: str, row: dict) -> list[str]:
+    """Per text: entry queue and compute (`texts`', behind the `entry` ensemble: its compute is that of the
     execution that held the text), classifier queue and compute, average classifier batch, stub I/O."""
     t = row.get("triton") or {}
-    entry, clf = t.get("radar_texts") or t.get("radar", {}), t.get("radar_classifier", {})
+    entry, clf = t.get(texts) or t.get(entry, {}), t.get(classifier, {})
     if not entry.get("requests") or not clf.get("executions"):
         return ["-"] * 6
     ms = lambda ns, n: f"{ns / n / 1e6:.0f}"  # noqa: E731
@@ -61,10 +62,21 @@ def per_text(row: dict) -> list[str]:
     ]
 
 
+TIME_NOTE = (
+    "Triton's own counters over each run, per text request (entry = the Python model that takes the text: `radar_texts` "
+    "behind the `radar` ensemble, or `radar` itself in runs from before that ensemble; its compute is that of the "
+    "execution the text was in, which held the text until it was answered before the hand-off, and since then lasts "
+    "until its chunks fit the window of chunks in flight; classifier = `radar_classifier`, per execution). Stub I/O is "
+    "the Python backends' input+output copying.\n"
+)
+
+
 class Radar(Workload):
     name, title = "radar", "RADAR"
     models = ("radar", "radar_texts", "radar_classifier")
-    entry, workers, artifacts, needs = "radar", "radar_classifier", "radar", ("export.json", "tokenizer.json")
+    entry, texts, workers, artifacts = "radar", "radar_texts", "radar_classifier", "radar"
+    needs = ("export.json", "tokenizer.json")
+    every_label = False  # the entry answers one label's SCORE (RADAR's AI-generated one), not every label's SCORES
     request, item = "text", "chunk"
     baselines = {
         "flask": Baseline("flask", "perf.baselines.flask_radar:app", "Flask"),
@@ -86,30 +98,34 @@ class Radar(Workload):
         "network on the same runner; a chunk is counted as requests/s x the mean chunks per text of the input set."
     )
     workers_note = "The kit's count is `radar_classifier`'s instances."
+    time_note = TIME_NOTE
 
     def served(self, model_dir: Path, work: Path, setting: dict | None = None) -> tuple[dict, dict]:
         """What a kit variant (the deployment's profile unless `setting` overrides it) serves from `model_dir`,
         read from the configs the builder resolves: the `radar` parameters and the classifier's (its runner's)."""
         configs = variant_configs(self, setting or {}, model_dir, work)
-        return parameters(configs["radar"]), parameters(configs["radar_classifier"])
+        return parameters(configs[self.entry]), parameters(configs[self.workers])
 
     def settings(self, model_dir: Path, work: Path, setting: dict | None = None) -> RadarSettings:
         """RADAR's settings as a kit variant serves them from `model_dir` (see `served`)."""
         return RadarSettings.from_parameters(self.served(model_dir, work, setting)[0])
 
-    @staticmethod
-    def graph_variant(setting: dict) -> dict:
+    def graph_variant(self, setting: dict) -> dict:
         """The kit variant whose graph a baseline's or the limit's setting names (`graph`); none: the committed one."""
-        return {"radar_classifier": {"graph": setting["graph"]}} if "graph" in setting else {}
+        return {self.workers: {"graph": setting["graph"]}} if "graph" in setting else {}
+
+    def canonical(self, model: str):
+        """A model's config before any profile: the committed source's."""
+        return load_source_config(model)
 
     def label(self, models: dict) -> str:
         """Classifier instances x threads, queue delay, batch cap, bucket count, entry instances x texts per execution
         and the classifier rounds it keeps in flight, ragged batches, graph, the table pricing merged lengths, queue
         timeout."""
-        clf, entry = models["radar_classifier"], models.get("radar_texts", {})
-        radar = models.get("radar", {})
-        buckets = radar.get("parameters", {}).get("bucket_count") or parameters(load_source_config("radar"))["bucket_count"]
-        source = load_source_config("radar_texts")
+        clf, entry = models[self.workers], models.get(self.texts, {})
+        radar = models.get(self.entry, {})
+        buckets = radar.get("parameters", {}).get("bucket_count") or parameters(self.canonical(self.entry))["bucket_count"]
+        source = self.canonical(self.texts)
         texts = entry.get("max_batch_size") or source.max_batch_size
         rounds = entry.get("parameters", {}).get("batches_in_flight") or parameters(source)["batches_in_flight"]
         ragged = " ragged" if clf.get("ragged_batch") else ""
@@ -165,7 +181,8 @@ class Radar(Workload):
         """The model folder, the kit's settings as parameters (RadarSettings.from_parameters rebuilds them) and the
         network the kit serves: its graph, or its checkpoint on the PyTorch runner in the same dtype and device. A
         setting's `bucket_count` pads to that many buckets instead, its `graph` runs that file."""
-        variant = {"radar": {"parameters": {"bucket_count": str(setting["bucket_count"])}}} if "bucket_count" in setting else {}
+        buckets = {"parameters": {"bucket_count": str(setting.get("bucket_count"))}}
+        variant = {self.entry: buckets} if "bucket_count" in setting else {}
         params, clf = self.served(model_dir, work / "kit-settings", variant | self.graph_variant(setting))
         env = {"RADAR_MODEL_DIR": str(model_dir.resolve()), "RADAR_SETTINGS": json.dumps(params)}
         if "sim_table" in clf:
@@ -197,11 +214,18 @@ class Radar(Workload):
                 expected = pipeline.finish(plan, [logits(g.input_ids, g.attention_mask) for g in plan.groups])
                 request = [tensor(name, value) for name, value in bytes_tensor("TEXT", text).items()]
                 answer = client.infer(self.entry, request, client_timeout=ACCURACY_TIMEOUT_S)
-                diffs.append(float(np.abs(answer.as_numpy("CHUNK_SCORES") - expected.chunk_scores).max()))
-                diffs.append(abs(float(answer.as_numpy("SCORE")[0]) - float(expected.score)))
+                if self.every_label:
+                    served = {"SCORES": expected.probabilities, "CHUNK_SCORES": expected.chunk_probabilities}
+                else:
+                    served = {"SCORE": np.array([expected.score]), "CHUNK_SCORES": expected.chunk_scores}
+                diffs += [float(np.abs(answer.as_numpy(name).reshape(want.shape) - want).max()) for name, want in served.items()]
         finally:
             client.close()
-        return {"requests": len(texts), "max_abs_diff": max(diffs), "reference": reference, "compared": "SCORE and CHUNK_SCORES"}
+        return {"requests": len(texts), "max_abs_diff": max(diffs), "reference": reference, "compared": " and ".join(served)}
+
+    def time_section(self, results: dict) -> list[str]:
+        per_request = functools.partial(per_text, self.texts, self.workers, self.entry)
+        return ["## Where the kit's time goes\n", self.time_note, *kit_time_table(results, TIME_HEADERS, per_request), ""]
 
     def inputs_line(self, spec: dict) -> str:
         return "; ".join(
@@ -213,18 +237,11 @@ class Radar(Workload):
         tune = out_dir / "tune.json"
         return (
             (limit_section(results["limit"]) if results.get("limit") else [])
-            + time_section(results)
+            + self.time_section(results)
             + (tune_section(json.loads(tune.read_text())) if tune.is_file() else [])
         )
 
 
-TIME_NOTE = (
-    "Triton's own counters over each run, per text request (entry = the Python model that takes the text: `radar_texts` "
-    "behind the `radar` ensemble, or `radar` itself in runs from before that ensemble; its compute is that of the "
-    "execution the text was in, which held the text until it was answered before the hand-off, and since then lasts "
-    "until its chunks fit the window of chunks in flight; classifier = `radar_classifier`, per execution). Stub I/O is "
-    "the Python backends' input+output copying.\n"
-)
 TIME_HEADERS = [
     "entry queue ms",
     "entry compute ms",
@@ -256,10 +273,6 @@ def limit_section(lim: dict, name: str = "") -> list[str]:
         top = ", ".join(f"{op} {n}" for op, n in list(ops.items())[:8])
         out.append(f"Operators ONNX Runtime runs at level {level}: {sum(ops.values())} nodes ({top}, ...).\n")
     return out
-
-
-def time_section(results: dict) -> list[str]:
-    return ["## Where the kit's time goes\n", TIME_NOTE, *kit_time_table(results, TIME_HEADERS, per_text), ""]
 
 
 def tune_section(tune: dict) -> list[str]:

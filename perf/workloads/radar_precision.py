@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from perf.engine.tables import by_family, graphs, limit_of, sec, table
-from perf.workloads.radar import Radar, limit_section, time_section
+from perf.workloads.radar import Radar, limit_section
 
 
 def per_load(rows: list[dict], loads: list[int], figure: Callable[[dict], str]) -> str:
@@ -42,7 +42,7 @@ class RadarPrecision(Radar):
         return (
             self.side_by_side(results)
             + [line for g in graphs(results) if limit_of(results, g) for line in limit_section(limit_of(results, g), g)]
-            + time_section(results)
+            + self.time_section(results)
         )
 
     def side_by_side(self, results: dict) -> list[str]:

@@ -297,3 +297,21 @@ def test_a_model_from_a_spec_is_benchmarked_against_the_hand_rolled_designs_by_n
     assert results["accuracy"]["max_abs_diff"] <= 1e-5 and results["limit"]["best"]["rows_per_s"] > 0
     report = (tmp_path / "REPORT.md").read_text()
     assert "FastAPI + asyncio batcher" in report and "## The limit" in report
+
+
+def test_a_text_classifier_from_a_spec_is_benchmarked_as_radar_is_by_name(tmp_path, brought_models):
+    """`python -m perf sweep --model NAME` on a text-classification spec: RADAR's workload on its three models and its
+    export, every design running the same chunks and graph, every label's served probabilities checked."""
+    short = {
+        "window": {"warmup_s": 0.5, "duration_s": 1.0},
+        "sweep": {"concurrency": [4]},
+        "limit": {"chunks": 32, "batch_sizes": [8]},
+    }
+    folder = brought_models["topics"].path.parent
+    args = ["sweep", "--model", "topics", "--models", str(folder), "--out", str(tmp_path), "--work", str(tmp_path / "work")]
+    assert perf([*args, "--override", json.dumps(short)]) == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert sorted({r["family"] for r in results["sweeps"]}) == ["batcher", "door", "flask", "kit", "uvicorn"]
+    assert all(not r["error"] and r["chunks_per_s"] > 0 for r in results["sweeps"]), results["sweeps"]
+    assert results["accuracy"]["compared"] == "SCORES and CHUNK_SCORES" and results["accuracy"]["max_abs_diff"] <= 1e-4
+    assert "topics_classifier" in (tmp_path / "REPORT.md").read_text()

@@ -1,0 +1,44 @@
+"""A text-classification spec's model (docs/MODELS.md) as a workload: `python -m perf sweep --model NAME` measures it
+as RADAR is measured, with nothing written for it.
+
+It is RADAR's workload (perf.workloads.radar) on the spec's three models, `NAME`, `NAME_texts` and
+`NAME_classifier`, over the spec's export (artifacts/models/NAME): the same texts and chunking for every design, the
+same length buckets, the same graph on the same runner for the kit, the door, the hand-rolled services (which run
+RADAR's pipeline on the export: the work per chunk is the spec's model's), and the offline limit. The accuracy check
+compares every label's served probabilities with the pipeline run in-process on the graph as exported.
+"""
+
+from __future__ import annotations
+
+from kit.control.specs import ModelSpec
+from kit.control.tasks import task_of
+from kit.control.text_task import names
+from perf.workloads.radar import Radar
+
+
+class TextModelWorkload(Radar):
+    """The workload of one text-classification spec's model."""
+
+    every_label = True
+
+    def __init__(self, spec: ModelSpec):
+        model = names(spec)
+        self.spec = spec
+        self.name = self.title = self.artifacts = spec.name
+        self.entry, self.texts, self.workers = model["entry"], model["texts"], model["classifier"]
+        self.models = (self.entry, self.texts, self.workers)
+        self.specs = {spec.name: spec}
+        self.generated = task_of(spec).models(spec)
+        self.door_route = spec.door_route.removeprefix("/")
+        self.model_note = f"{spec.name} from {spec.path.name} (task {spec.task}: {spec.source})"
+        self.workers_note = f"The kit's count is `{self.workers}`'s instances."
+        self.time_note = (
+            f"Triton's own counters over each run, per text request (entry = `{self.texts}`, the Python model behind the "
+            f"`{self.entry}` ensemble that takes the text: its compute is that of the execution the text was in, until its "
+            f"chunks fit the window of chunks in flight; classifier = `{self.workers}`, per execution). Stub I/O is the "
+            "Python backends' input+output copying.\n"
+        )
+
+    def canonical(self, model: str):
+        """The spec's generated config (kit.control.text_task), before any profile."""
+        return self.generated[model].config
