@@ -57,7 +57,10 @@ test-export: $(VENV)/export/.installed ## the export tests, in the export venv
 test-serve: $(VENV)/serve/.installed export $(RADAR_INT8_ONNX) ## the unit and served tests, against a real tritonserver
 	$(SERVE_PY) -m pytest tests/unit tests/served -q $(PYTEST_ARGS)
 
-export: $(RADAR_ONNX) $(OCR_ONNX) $(RESNET_COST) ## export RADAR_MODEL (default: the tiny stand-in), the PP-OCRv4 models and ResNet-50, each validated
+export: $(RADAR_ONNX) $(OCR_ONNX) $(RESNET_COST) export-specs ## export RADAR_MODEL (default: the tiny stand-in), the PP-OCRv4 models and ResNet-50, and the checkpoints of models/*.toml, each validated
+.PHONY: export-specs
+export-specs: $(VENV)/serve/.installed $(VENV)/export/.installed ## export each checkpoint a spec in models/ names where its export is missing or stale, its steps printed as they run (docs/MODELS.md)
+	$(SERVE_PY) -m kit.control.models export
 
 standins: $(VENV)/export/.installed ## generate the tiny and RoBERTa-large-shaped RADAR stand-ins
 	$(EXPORT_PY) -m export.standins --size tiny --out $(ARTIFACTS)/checkpoints/radar-tiny

@@ -7,6 +7,7 @@ docs/MODELS.md walks through it.
     kit add NAME --task onnx --from FILE [--max-batch-size N] [--route /v1/...] [--models DIR]
     kit add NAME --task text-classification --from CHECKPOINT_DIR_OR_HUB_ID [--max-chars N] [...]
     kit list [--models DIR]
+    kit export [--models DIR]      # what `make export` runs: each checkpoint spec's export, where it is stale
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ import sys
 from pathlib import Path
 
 from kit.control.configs import REPO_ROOT, SOURCE, RepositoryError, source_models
-from kit.control.specs import HUB_ID, MODELS, NAME, check_routes, read_spec, read_specs, spec_text
+from kit.control.specs import CHECKPOINT_TASKS, HUB_ID, MODELS, NAME, check_routes, read_spec, read_specs, spec_text
 from kit.control.tasks import TASKS, servable_specs, task_of
+from kit.control.text_task import export, export_dir, exported
 
 
 def source_text(source: Path, folder: Path) -> str:
@@ -71,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--models", type=Path, default=MODELS, help="the folder of model specs")
     ls = sub.add_parser("list", help="the specs and what the build derives from each")
     ls.add_argument("--models", type=Path, default=MODELS)
+    ex = sub.add_parser("export", help="export every checkpoint spec whose export is missing or stale")
+    ex.add_argument("--models", type=Path, default=MODELS)
     args = parser.parse_args(argv)
     try:
         if args.command == "add":
@@ -78,6 +82,12 @@ def main(argv: list[str] | None = None) -> int:
             settings = {key: value for key, value in given.items() if value is not None}
             path = add(args.name, args.task, args.source, args.models, settings, args.replace)
             print(f"wrote {path}; `make serve` serves it at {read_spec(path).door_route} (docs/MODELS.md)")
+        elif args.command == "export":
+            for spec in read_specs(args.models).values():
+                if spec.task in CHECKPOINT_TASKS:
+                    state = "up to date" if exported(spec) is not None else "exporting"
+                    print(f"{spec.name}: {state} ({export_dir(spec)})", flush=True)
+                    export(spec)
         else:
             for spec in read_specs(args.models).values():
                 config = task_of(spec).models(spec)[spec.name].config
