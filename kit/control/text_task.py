@@ -104,6 +104,12 @@ def export(spec: ModelSpec) -> dict:
     return json.loads((folder / "export.json").read_text())
 
 
+def require_label_count(spec: ModelSpec, count: int) -> None:
+    """The spec's `labels`, where it names any, one per label of the checkpoint's `count`."""
+    if spec.labels and len(spec.labels) != count:
+        raise spec.error("labels", f"names {len(spec.labels)} labels; the checkpoint has {count}", "name each label once")
+
+
 def check_label_count(spec: ModelSpec) -> None:
     """The spec's `labels` against the checkpoint's config, before any export: a count that disagrees stops here."""
     if not spec.labels or spec.hub_id:
@@ -112,19 +118,14 @@ def check_label_count(spec: ModelSpec) -> None:
         config = json.loads((spec.source_path / "config.json").read_text())
     except (OSError, ValueError) as exc:
         raise spec.error("source", f"has no readable config.json ({exc})", "point it at a saved checkpoint") from None
-    count = len(config.get("id2label") or {}) or int(config.get("num_labels", 2))
-    if len(spec.labels) != count:
-        raise spec.error("labels", f"names {len(spec.labels)} labels; the checkpoint has {count}", "name each label once")
+    require_label_count(spec, len(config.get("id2label") or {}) or int(config.get("num_labels", 2)))
 
 
 def labels(spec: ModelSpec, meta: dict) -> list[str]:
     """The label names in the classifier's column order: the spec's, else the checkpoint's id2label."""
     count = int(meta["num_labels"])
-    if spec.labels:
-        if len(spec.labels) != count:
-            raise spec.error("labels", f"names {len(spec.labels)} labels; the checkpoint has {count}", "name each once")
-        return list(spec.labels)
-    return [meta["id2label"][str(index)] for index in range(count)]
+    require_label_count(spec, count)
+    return list(spec.labels) or [meta["id2label"][str(index)] for index in range(count)]
 
 
 def score_outputs(config: mc.ModelConfig, count: int) -> None:
