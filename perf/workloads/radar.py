@@ -181,8 +181,9 @@ class Radar(Workload):
         """The model folder, the kit's settings as parameters (RadarSettings.from_parameters rebuilds them) and the
         network the kit serves: its graph, or its checkpoint on the PyTorch runner in the same dtype and device. A
         setting's `bucket_count` pads to that many buckets instead, its `graph` runs that file."""
-        buckets = {"parameters": {"bucket_count": str(setting.get("bucket_count"))}}
-        variant = {self.entry: buckets} if "bucket_count" in setting else {}
+        variant = {}
+        if "bucket_count" in setting:
+            variant[self.entry] = {"parameters": {"bucket_count": str(setting["bucket_count"])}}
         params, clf = self.served(model_dir, work / "kit-settings", variant | self.graph_variant(setting))
         env = {"RADAR_MODEL_DIR": str(model_dir.resolve()), "RADAR_SETTINGS": json.dumps(params)}
         if "sim_table" in clf:
