@@ -28,7 +28,6 @@ from pathlib import Path
 
 from kit.control.configs import REPO_ROOT
 from kit.control.specs import MODELS, read_specs
-from kit.control.text_task import export_dir
 from perf.engine import report, sweep
 from perf.engine.budget import Budget
 from perf.engine.spec import load_spec
@@ -39,6 +38,7 @@ from perf.workloads.tensor import TensorModelWorkload
 from perf.workloads.text import TextModelWorkload
 
 MODEL_WORKLOAD = "model"  # perf/specs/model.json's: the workload comes from --model
+MODEL_WORKLOADS = {"onnx": TensorModelWorkload, "text-classification": TextModelWorkload}  # by the spec's task
 
 
 def committed() -> list[tuple]:
@@ -86,15 +86,12 @@ def run_model(args: argparse.Namespace, argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    model = specs[args.model]
-    text = model.task == "text-classification"
-    spec = load_spec(args.spec or ("model-text" if text else "model"))
+    w = MODEL_WORKLOADS[specs[args.model].task](specs[args.model])
+    spec = load_spec(args.spec or w.sweep_spec)
     spec["path"] = os.path.relpath(spec["path"], REPO_ROOT)
-    folder = export_dir(model) if text else model.source_path.parent  # the files its pipeline and graph come from
-    spec["model"] = os.path.relpath(folder, REPO_ROOT)  # the report names it as the command did
+    spec["model"] = os.path.relpath(w.folder, REPO_ROOT)  # the report names it as the command did
     out = args.out or REPO_ROOT / "build" / "perf" / "models" / args.model
     budget = Budget(args.deadline or (time.time() + args.budget if args.budget else None))
-    w = TextModelWorkload(model) if text else TensorModelWorkload(model)
     return int(failed([run_one(merged(spec, args.override), out, args.work / "models" / args.model, args, argv, budget, w)]))
 
 

@@ -36,6 +36,7 @@ class TensorModelWorkload(Workload):
     """The workload of one spec's model."""
 
     request, item = "request", "row"
+    sweep_spec = "model"  # perf/specs/model.json
     needs = ()
     endpoint = "predict"
     baselines = {
@@ -56,6 +57,7 @@ class TensorModelWorkload(Workload):
         self.door_route = spec.door_route.removeprefix("/")
         self.model_note = f"{spec.name} from {spec.path.name} (task {spec.task}: {spec.source_path.name})"
         self.config = task_of(spec).models(spec)[spec.name].config
+        self.folder = spec.source_path.parent  # the report's model folder: the graph's
 
     def label(self, models: dict) -> str:
         settings = models[self.spec.name]

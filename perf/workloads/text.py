@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from kit.control.specs import ModelSpec
 from kit.control.tasks import task_of
-from kit.control.text_task import names
+from kit.control.text_task import export_dir, names
 from perf.workloads.radar import Radar
 
 
@@ -20,6 +20,7 @@ class TextModelWorkload(Radar):
     """The workload of one text-classification spec's model."""
 
     every_label = True
+    sweep_spec = "model-text"  # perf/specs/model-text.json
 
     def __init__(self, spec: ModelSpec):
         model = names(spec)
@@ -29,6 +30,7 @@ class TextModelWorkload(Radar):
         self.models = (self.entry, self.texts, self.workers)
         self.specs = {spec.name: spec}
         self.generated = task_of(spec).models(spec)
+        self.folder = export_dir(spec)  # the report's model folder: the export the pipeline and the graph come from
         self.door_route = spec.door_route.removeprefix("/")
         self.model_note = f"{spec.name} from {spec.path.name} (task {spec.task}: {spec.source})"
         self.workers_note = f"The kit's count is `{self.workers}`'s instances."
