@@ -5,9 +5,11 @@ index. Not a speed test."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from kit.control.specs import ModelSpec
 from perf.__main__ import main as perf
 from perf.engine import perf_analyzer
 from perf.engine.inputs import InputSet, write_pair
@@ -284,16 +286,21 @@ def test_every_design_serves_the_same_simulated_device_and_the_report_projects_i
     assert "spends <= 1000 ms of server CPU per chunk" in report and "-> **missed**" not in report
 
 
+def sweep_spec_model(tmp_path: Path, spec: ModelSpec, limit: dict, unit: str) -> dict:
+    """A short `python -m perf sweep --model NAME` of a spec's model: every design ran and answered (in `unit`/s)."""
+    short = {"window": {"warmup_s": 0.5, "duration_s": 1.0}, "sweep": {"concurrency": [4]}, "limit": limit}
+    args = ["sweep", "--model", spec.name, "--models", str(spec.path.parent), "--out", str(tmp_path)]
+    assert perf([*args, "--work", str(tmp_path / "work"), "--override", json.dumps(short)]) == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert sorted({r["family"] for r in results["sweeps"]}) == ["batcher", "door", "flask", "kit", "uvicorn"]
+    assert all(not r["error"] and r[f"{unit}_per_s"] > 0 for r in results["sweeps"]), results["sweeps"]
+    return results
+
+
 def test_a_model_from_a_spec_is_benchmarked_against_the_hand_rolled_designs_by_name(tmp_path, brought_models):
     """`python -m perf sweep --model NAME`: every design on the spec's graph, its limit, its accuracy and its report,
     with nothing written for the model but its spec."""
-    short = {"window": {"warmup_s": 0.5, "duration_s": 1.0}, "sweep": {"concurrency": [4]}, "limit": {"batch_sizes": [1, 8]}}
-    folder = brought_models["pooler"].path.parent
-    args = ["sweep", "--model", "pooler", "--models", str(folder), "--out", str(tmp_path), "--work", str(tmp_path / "work")]
-    assert perf([*args, "--override", json.dumps(short)]) == 0
-    results = json.loads((tmp_path / "results.json").read_text())
-    assert sorted({r["family"] for r in results["sweeps"]}) == ["batcher", "door", "flask", "kit", "uvicorn"]
-    assert all(not r["error"] and r["rows_per_s"] > 0 for r in results["sweeps"]), results["sweeps"]
+    results = sweep_spec_model(tmp_path, brought_models["pooler"], {"batch_sizes": [1, 8]}, "rows")
     assert results["accuracy"]["max_abs_diff"] <= 1e-5 and results["limit"]["best"]["rows_per_s"] > 0
     report = (tmp_path / "REPORT.md").read_text()
     assert "FastAPI + asyncio batcher" in report and "## The limit" in report
@@ -302,16 +309,6 @@ def test_a_model_from_a_spec_is_benchmarked_against_the_hand_rolled_designs_by_n
 def test_a_text_classifier_from_a_spec_is_benchmarked_as_radar_is_by_name(tmp_path, brought_models):
     """`python -m perf sweep --model NAME` on a text-classification spec: RADAR's workload on its three models and its
     export, every design running the same chunks and graph, every label's served probabilities checked."""
-    short = {
-        "window": {"warmup_s": 0.5, "duration_s": 1.0},
-        "sweep": {"concurrency": [4]},
-        "limit": {"chunks": 32, "batch_sizes": [8]},
-    }
-    folder = brought_models["topics"].path.parent
-    args = ["sweep", "--model", "topics", "--models", str(folder), "--out", str(tmp_path), "--work", str(tmp_path / "work")]
-    assert perf([*args, "--override", json.dumps(short)]) == 0
-    results = json.loads((tmp_path / "results.json").read_text())
-    assert sorted({r["family"] for r in results["sweeps"]}) == ["batcher", "door", "flask", "kit", "uvicorn"]
-    assert all(not r["error"] and r["chunks_per_s"] > 0 for r in results["sweeps"]), results["sweeps"]
+    results = sweep_spec_model(tmp_path, brought_models["topics"], {"chunks": 32, "batch_sizes": [8]}, "chunks")
     assert results["accuracy"]["compared"] == "SCORES and CHUNK_SCORES" and results["accuracy"]["max_abs_diff"] <= 1e-4
     assert "topics_classifier" in (tmp_path / "REPORT.md").read_text()
