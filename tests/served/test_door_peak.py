@@ -19,9 +19,9 @@ import pytest
 from clients.door import radar_result
 from clients.radar import RadarClient, RadarResult
 from samples.texts import sample_texts
+from tests.served.pending import sampling_pending
 from tests.served.reliability import save_result, scale
 from tests.served.test_door_routes import call, running_door
-from tests.served.test_peak import PendingSampler
 
 REQUESTS = int(scale("DOOR_PEAK_REQUESTS", 200))
 TEXTS = sample_texts(50, 100, 800, seed=81)
@@ -79,13 +79,10 @@ def test_a_peak_through_the_door_ends_in_right_answers_or_429s(server, grpc_clie
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, REQUESTS + 256)), hard))
     with running_door(server.options.grpc_url, tmp_path / "door.log") as door:
         before = answered(grpc_client)
-        sampler = PendingSampler(server.options.metrics_url)
-        sampler.start()
-        start = time.perf_counter()
-        outcomes = asyncio.run(fire(door.url, REQUESTS))
-        seconds = time.perf_counter() - start
-        sampler.done.set()
-        sampler.join()
+        with sampling_pending(server.options.metrics_url) as pending:
+            start = time.perf_counter()
+            outcomes = asyncio.run(fire(door.url, REQUESTS))
+            seconds = time.perf_counter() - start
         counts, other = Counter(), []
         for i, outcome in enumerate(outcomes):
             status, body, retry_after = outcome if isinstance(outcome, tuple) else (None, outcome, None)
@@ -105,5 +102,5 @@ def test_a_peak_through_the_door_ends_in_right_answers_or_429s(server, grpc_clie
     assert server.is_ready()
     save_result(
         "peak_door",
-        {"requests": REQUESTS, "seconds": round(seconds, 2), "held_by_server_at_once": sampler.peak["radar"], **counts},
+        {"requests": REQUESTS, "seconds": round(seconds, 2), "held_by_server_at_once": pending.peak["radar_texts"], **counts},
     )

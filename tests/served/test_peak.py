@@ -10,11 +10,8 @@ would turn the peak test into a minutes-long OCR benchmark)."""
 from __future__ import annotations
 
 import asyncio
-import re
 import resource
-import threading
 import time
-import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -29,6 +26,7 @@ from clients.radar import RadarResult, text_tensor
 from clients.triton import Endpoint
 from samples.images import document
 from samples.texts import sample_texts
+from tests.served.pending import sampling_pending
 from tests.served.reliability import is_overload, save_result, scale
 
 REQUESTS = int(scale("PEAK_REQUESTS", 1000))
@@ -85,20 +83,6 @@ def workload_for(i: int, workloads: list[Workload]) -> Workload:
     return cycle[i % len(cycle)]
 
 
-class PendingSampler(threading.Thread):
-    """The most requests Triton held at once per model (its pending-request gauge), sampled every 50 ms."""
-
-    def __init__(self, metrics_url: str):
-        super().__init__(daemon=True)
-        self.url, self.peak, self.done = metrics_url, Counter(), threading.Event()
-
-    def run(self):
-        while not self.done.wait(0.05):
-            body = urllib.request.urlopen(self.url, timeout=5).read().decode()
-            for model, value in re.findall(r'nv_inference_pending_request_count\{model="(\w+)",version="\d+"\} (\S+)', body):
-                self.peak[model] = max(self.peak[model], int(float(value)))
-
-
 async def fire(endpoint: Endpoint, workloads: list[Workload], count: int) -> list:
     """`count` requests, cycling through the workloads, all sent at once (no client-side limit)."""
     if endpoint.protocol == "grpc":
@@ -122,13 +106,10 @@ async def fire(endpoint: Endpoint, workloads: list[Workload], count: int) -> lis
 
 
 def test_peak_of_concurrent_requests_ends_in_right_answers_or_clear_refusals(server, protocol, url, workloads):
-    sampler = PendingSampler(server.options.metrics_url)
-    sampler.start()
-    start = time.perf_counter()
-    results = asyncio.run(fire(Endpoint(url, protocol), workloads, REQUESTS))
-    seconds = time.perf_counter() - start
-    sampler.done.set()
-    sampler.join()
+    with sampling_pending(server.options.metrics_url) as pending:
+        start = time.perf_counter()
+        results = asyncio.run(fire(Endpoint(url, protocol), workloads, REQUESTS))
+        seconds = time.perf_counter() - start
     counts, other = Counter(), []
     for i, workload, outcome in results:
         if is_overload(outcome):
@@ -141,14 +122,16 @@ def test_peak_of_concurrent_requests_ends_in_right_answers_or_clear_refusals(ser
     assert not other, f"{len(other)} requests failed without a clear overload error, e.g. {other[0]!r}"
     assert all(counts[f"{w.model} right"] for w in workloads), f"every model of the mix answers: {dict(counts)}"
     assert server.is_ready()
-    held = sum(sampler.peak.values())
+    held = sum(pending.peak.values())
     save_result(
         f"peak_{protocol}",
         {
             "requests": REQUESTS,
             "seconds": round(seconds, 2),
-            "held_by_server_at_once": dict(sampler.peak),
+            "held_by_server_at_once": dict(pending.peak),
+            "scrapes": pending.scrapes,
             **counts,
         },
     )
+    assert pending.scrapes >= 5, f"the pending-request gauge was read only {pending.scrapes} times"
     assert held >= min(REQUESTS, 1000) * 0.5, f"the server held only {held} requests at once"
