@@ -11,12 +11,15 @@ from tokenizers import Tokenizer
 
 from kit.adapters.settings import RadarSettings
 from kit.pipelines.batching.merge import CostModel
+from kit.pipelines.text.aggregate import Head
 from kit.pipelines.text.radar import RadarPipeline
 
 
 def radar_pipeline(folder: Path, settings: RadarSettings) -> RadarPipeline:
-    """RADAR from `tokenizer.json` and `export.json` (token limit, pad id, the AI label's index)."""
+    """RADAR, or any text model export.radar exported, from `tokenizer.json` and `export.json` (token limit, pad id,
+    the AI label's index; an encoder's output and normalisation)."""
     meta = json.loads((folder / "export.json").read_text())
+    embedder = meta.get("task") == "feature-extraction"
     return RadarPipeline(
         Tokenizer.from_file(str(folder / "tokenizer.json")),
         max_tokens=int(meta["max_tokens"]),
@@ -25,6 +28,8 @@ def radar_pipeline(folder: Path, settings: RadarSettings) -> RadarPipeline:
         max_chars=settings.max_chars,
         max_batch=settings.max_batch,
         ai_label_index=int(meta.get("ai_label_index", 0)),
+        head=Head(softmax=not embedder, normalize=embedder and bool(meta["normalize"])),
+        output=meta.get("outputs", ["logits"])[0],
     )
 
 

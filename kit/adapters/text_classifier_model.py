@@ -6,7 +6,8 @@ together; each text is answered as soon as the last request holding one of its c
 (kit.pipelines.text.radar.BatchScores), so a short text does not wait for a long one.
 
 Its config's outputs say what a text's answer holds: `SCORE` and `CHUNK_SCORES` [-1], one label's probability
-(RADAR's AI-generated label), or `SCORES` [labels] and `CHUNK_SCORES` [-1, labels], every label's.
+(RADAR's AI-generated label), `SCORES` [labels] and `CHUNK_SCORES` [-1, labels], every label's, or `EMBEDDING`
+[dimensions] and `CHUNK_EMBEDDINGS` [-1, dimensions], an encoder's (a feature-extraction spec's).
 
 `execute` hands the batch to a loop of its own and returns once its chunks fit the window of chunks in flight
 (kit.adapters.handoff), so the instance takes its next batch while this one's answers are on their way: how many
@@ -23,6 +24,7 @@ from kit.adapters.triton import ModelCallError, Replies, infer, input_array
 from kit.pipelines.text.radar import Result, decode_request_text
 
 DRAIN_S = 60.0  # at unload, how long the texts in flight may take to be answered
+ANSWERS = (("SCORE", "CHUNK_SCORES"), ("SCORES", "CHUNK_SCORES"), ("EMBEDDING", "CHUNK_EMBEDDINGS"))  # text's, chunks'
 
 
 class TritonPythonModel:
@@ -30,7 +32,8 @@ class TritonPythonModel:
         self.settings, version_dir = RadarTextsSettings.from_args(args)
         self.name = args["model_name"]
         self.entry = self.settings.parameters_from or self.name  # the model its clients call, which errors name
-        self.every_label = "SCORES" in {output["name"] for output in model_settings(args)[0]["output"]}
+        outputs = {output["name"] for output in model_settings(args)[0]["output"]}
+        self.answers = next(pair for pair in ANSWERS if pair[0] in outputs)
         self.pipeline = radar_pipeline(version_dir, self.settings)
         # Version N of radar_texts calls version N of its classifier, the graph exported with its tokenizer and golden
         # set: while a new version is checked (kit.control.deploy) the old one keeps calling the old graph.
@@ -42,10 +45,11 @@ class TritonPythonModel:
         return decode_request_text(input_array(request, "TEXT"), self.settings.max_text_bytes)
 
     def outputs(self, result: Result) -> dict[str, np.ndarray]:
-        if self.every_label:
-            scores = {"SCORES": result.probabilities, "CHUNK_SCORES": result.chunk_probabilities}
-        else:
+        text, chunks = self.answers
+        if text == "SCORE":
             scores = {"SCORE": np.array([result.score], dtype=np.float32), "CHUNK_SCORES": result.chunk_scores}
+        else:
+            scores = {text: result.values, chunks: result.chunk_values}
         return scores | {"CHUNK_SPANS": result.spans}
 
     async def classify(self, replies: Replies, kept: list[int], plan, held: int, trace) -> None:
@@ -54,7 +58,7 @@ class TritonPythonModel:
         async def send(number, group):
             inputs = {"input_ids": group.input_ids, "attention_mask": group.attention_mask}
             try:
-                (logits,) = await infer(self.settings.classifier, inputs, ["logits"], trace, self.version)
+                (logits,) = await infer(self.settings.classifier, inputs, [self.pipeline.output], trace, self.version)
             except ModelCallError as exc:
                 for text in scores.texts_of(number):
                     replies.fail(kept[text], exc)

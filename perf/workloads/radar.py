@@ -216,7 +216,7 @@ class Radar(Workload):
                 request = [tensor(name, value) for name, value in bytes_tensor("TEXT", text).items()]
                 answer = client.infer(self.entry, request, client_timeout=ACCURACY_TIMEOUT_S)
                 if self.every_label:
-                    served = {"SCORES": expected.probabilities, "CHUNK_SCORES": expected.chunk_probabilities}
+                    served = {"SCORES": expected.values, "CHUNK_SCORES": expected.chunk_values}
                 else:
                     served = {"SCORE": np.array([expected.score]), "CHUNK_SCORES": expected.chunk_scores}
                 diffs += [float(np.abs(answer.as_numpy(name).reshape(want.shape) - want).max()) for name, want in served.items()]

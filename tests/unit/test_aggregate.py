@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kit.pipelines.text.aggregate import ai_probability, weighted_mean
+from kit.pipelines.text.aggregate import Head, ai_probability, weighted_mean
 
 logit_rows = st.lists(st.tuples(st.floats(-50, 50), st.floats(-50, 50)), min_size=1, max_size=20)
 
@@ -56,3 +56,20 @@ def test_empty_or_mismatched_input_is_an_error():
         weighted_mean([0.5], [])
     with pytest.raises(ValueError, match="one score per span"):
         weighted_mean([], [])
+
+
+def test_an_embedding_head_keeps_chunk_outputs_and_normalises_the_length_weighted_mean():
+    chunks = np.array([[3.0, 4.0], [0.0, 2.0]], dtype=np.float32)
+    spans = [(0, 300), (300, 400)]
+    head = Head(softmax=False, normalize=True)
+    np.testing.assert_array_equal(head.chunks(chunks), chunks)
+    mean = (300 * chunks[0] + 100 * chunks[1]) / 400
+    np.testing.assert_allclose(head.text(chunks, spans), mean / np.linalg.norm(mean), rtol=1e-6)
+    np.testing.assert_allclose(Head(softmax=False).text(chunks, spans), mean, rtol=1e-6)
+
+
+def test_a_classifier_head_answers_probabilities():
+    logits = np.array([[2.0, 0.0], [0.0, 0.0]])
+    probabilities = Head().chunks(logits)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-6)
+    assert probabilities[0, 0] > 0.8 and probabilities[1, 0] == pytest.approx(0.5)

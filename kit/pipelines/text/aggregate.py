@@ -1,8 +1,10 @@
-"""Turn per-chunk logits into probabilities and one score for the whole text."""
+"""Turn per-chunk graph outputs (a classifier's logits, an encoder's pooled embeddings) into per-chunk values and one
+value for the whole text."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,3 +35,23 @@ def weighted_mean(scores: Sequence[float] | np.ndarray, spans: Sequence[tuple[in
     weights = np.array([end - start for start, end in spans], dtype=np.float64)
     mean = weights @ np.asarray(scores, dtype=np.float64) / weights.sum()
     return float(mean) if mean.ndim == 0 else mean.astype(np.float32)
+
+
+@dataclass(frozen=True)
+class Head:
+    """What a text's chunk outputs become: each label's probability (`softmax`, a classifier's logits), or the outputs
+    as they are (an encoder's pooled embeddings); the text's value is the chunks' length-weighted mean, L2-normalised
+    where `normalize` (an embedding whose chunks are unit vectors is one again, as sentence-transformers' are)."""
+
+    softmax: bool = True
+    normalize: bool = False
+
+    def chunks(self, outputs: np.ndarray) -> np.ndarray:
+        return label_probabilities(outputs) if self.softmax else np.asarray(outputs, dtype=np.float32)
+
+    def text(self, chunk_values: np.ndarray, spans: Sequence[tuple[int, int]]) -> np.ndarray:
+        mean = np.asarray(weighted_mean(chunk_values, spans), dtype=np.float32)
+        if not self.normalize:
+            return mean
+        norm = float(np.linalg.norm(mean))
+        return mean / norm if norm > 0 else mean

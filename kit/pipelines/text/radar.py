@@ -1,5 +1,6 @@
-"""Text classification as RADAR does it (and any sequence classifier a spec brings): validate, chunk, tokenize
-into length buckets, aggregate each label's probability over the chunks.
+"""Text classification as RADAR does it (and any sequence classifier a spec brings), and text embeddings the same way
+(an encoder a feature-extraction spec brings): validate, chunk, tokenize into length buckets, aggregate over the
+chunks each label's probability or the embedding (kit.pipelines.text.aggregate.Head).
 
 The entry model's `model.py` only moves tensors; everything here runs and is tested without Triton.
 The length buckets come from `length_buckets`, which the repository builder calls on the token
@@ -16,7 +17,7 @@ from tokenizers import Tokenizer
 
 from kit.pipelines.batching.buckets import bucket_for, choose_buckets, pad_batch
 from kit.pipelines.errors import InputError
-from kit.pipelines.text.aggregate import label_probabilities, weighted_mean
+from kit.pipelines.text.aggregate import Head
 from kit.pipelines.text.chunking import split_text, split_to_token_limit
 
 DEFAULT_MAX_CHARS = 300
@@ -51,21 +52,21 @@ class BatchPlan:
 
 @dataclass
 class Result:
-    """A text's label probabilities (length-weighted over its chunks), each chunk's, and the chunks' spans; `score`
-    and `chunk_scores` are the columns of one label (RADAR's AI-generated one)."""
+    """A text's value (each label's probability, or its embedding) aggregated over its chunks, each chunk's, and the
+    chunks' spans; `score` and `chunk_scores` are the columns of one label (RADAR's AI-generated one)."""
 
-    probabilities: np.ndarray
-    chunk_probabilities: np.ndarray
+    values: np.ndarray
+    chunk_values: np.ndarray
     spans: np.ndarray
     label: int = 0
 
     @property
     def score(self) -> float:
-        return float(self.probabilities[self.label])
+        return float(self.values[self.label])
 
     @property
     def chunk_scores(self) -> np.ndarray:
-        return self.chunk_probabilities[:, self.label]
+        return self.chunk_values[:, self.label]
 
 
 def decode_text(raw: bytes, max_bytes: int) -> str:
@@ -100,7 +101,8 @@ def spans_of(text: str, max_chars: int) -> list[tuple[int, int]]:
 @dataclass
 class RadarPipeline:
     """`max_batch`: chunks per classifier request, the classifier's max_batch_size. `max_chars` 0 chunks by the
-    model's token limit alone. `ai_label_index`: the label `Result.score` reports."""
+    model's token limit alone. `ai_label_index`: the label `Result.score` reports. `head`: what the graph's output
+    (named `output`) becomes, a classifier's probabilities or an encoder's embedding."""
 
     tokenizer: Tokenizer
     max_tokens: int
@@ -109,6 +111,8 @@ class RadarPipeline:
     max_chars: int = DEFAULT_MAX_CHARS
     max_batch: int = 32
     ai_label_index: int = 0
+    head: Head = Head()
+    output: str = "logits"
 
     def __post_init__(self) -> None:
         if self.buckets[-1] != self.max_tokens:
@@ -119,11 +123,11 @@ class RadarPipeline:
         return TextPlan(spans, self.groups(ids))
 
     def finish(self, plan: TextPlan, logits: list[np.ndarray]) -> Result:
-        """Per-chunk label probabilities in text order and their length-weighted mean."""
+        """Per-chunk values in text order and the text's."""
         scores = np.zeros((len(plan.spans), logits[0].shape[-1]), dtype=np.float32)
         for group, group_logits in zip(plan.groups, logits):
-            scores[group.indices] = label_probabilities(group_logits)
-        return result_of(scores, plan.spans, self.ai_label_index)
+            scores[group.indices] = self.head.chunks(group_logits)
+        return result_of(scores, plan.spans, self.ai_label_index, self.head)
 
     def plan_many(self, texts: Sequence[str]) -> BatchPlan:
         """Many texts' chunks, tokenized in one call and merged across texts into classifier requests: one per
@@ -158,15 +162,15 @@ class RadarPipeline:
 
     def scores(self, plan: BatchPlan) -> BatchScores:
         """The many texts' results, gathered as the classifier answers their groups."""
-        return BatchScores(plan, self.ai_label_index)
+        return BatchScores(plan, self.ai_label_index, self.head)
 
 
 class BatchScores:
     """The results of a BatchPlan's texts, each ready as soon as every group holding one of its chunks has
     answered: a short text does not wait for the chunks of the long texts it was planned with."""
 
-    def __init__(self, plan: BatchPlan, ai_label_index: int):
-        self.plan, self.ai_label_index = plan, ai_label_index
+    def __init__(self, plan: BatchPlan, ai_label_index: int, head: Head):
+        self.plan, self.ai_label_index, self.head = plan, ai_label_index, head
         self.values: np.ndarray | None = None  # (chunks, labels), once the first group answers
         self.starts = np.cumsum([0] + [len(text_spans) for text_spans in plan.spans])
         self.waiting: list[set[int]] = [set() for _ in plan.spans]
@@ -178,7 +182,7 @@ class BatchScores:
         """Group `group`'s logits; the texts this completes."""
         if self.values is None:
             self.values = np.zeros((len(self.plan.owners), logits.shape[-1]), dtype=np.float32)
-        self.values[self.plan.groups[group].indices] = label_probabilities(logits)
+        self.values[self.plan.groups[group].indices] = self.head.chunks(logits)
         done = []
         for text in self.texts_of(group):
             self.waiting[text].discard(group)
@@ -191,12 +195,13 @@ class BatchScores:
         return list(dict.fromkeys(self.plan.owners[i][0] for i in self.plan.groups[group].indices))
 
     def result(self, text: int) -> Result:
-        return result_of(self.values[self.starts[text] : self.starts[text + 1]], self.plan.spans[text], self.ai_label_index)
+        chunks = self.values[self.starts[text] : self.starts[text + 1]]
+        return result_of(chunks, self.plan.spans[text], self.ai_label_index, self.head)
 
 
-def result_of(scores: np.ndarray, spans: list[tuple[int, int]], label: int) -> Result:
+def result_of(scores: np.ndarray, spans: list[tuple[int, int]], label: int, head: Head) -> Result:
     spans_array = np.asarray(spans, dtype=np.int32).reshape(-1, 2)
-    return Result(weighted_mean(scores, spans), scores, spans_array, label)
+    return Result(head.text(scores, spans), scores, spans_array, label)
 
 
 def chunk_text(tokenizer: Tokenizer, text: str, max_chars: int, max_tokens: int) -> tuple[list[tuple[int, int]], list[list[int]]]:
