@@ -1,4 +1,5 @@
-"""Export RADAR (or any Hugging Face sequence classifier) to ONNX for Triton, validated against PyTorch.
+"""Export RADAR (or any Hugging Face sequence classifier, or with --task feature-extraction any encoder as a sentence
+embedder) to ONNX for Triton, validated against PyTorch.
 
 Loads the checkpoint exactly as a user with network access would (a hub id such as
 TrustSafeAI/RADAR-Vicuna-7B, or a local directory such as a stand-in from `export.standins`),
@@ -29,7 +30,14 @@ It also saves the model and tokenizer it exported into checkpoint/, for the PyTo
 That is a second copy of the weights: small for the tiny stand-in, about 1.4 GB for a
 RoBERTa-large; --no-checkpoint skips it where only ONNX is served.
 
+An encoder (--task feature-extraction) exports the same way to an `embeddings` output: its last hidden state pooled
+(--pooling mean or cls) and L2-normalised where --normalize says (kit.runners.torch_models.PooledEmbeddings). Left
+unset, both follow the checkpoint's sentence-transformers files (modules.json and its Pooling module's config), as
+sentence-transformers would load it, else mean pooling without normalisation. It has no INT8 graph or canary (both
+judge a classifier's probabilities), and its checkpoint/ carries the pooling (pooling.json) for the PyTorch runner.
+
     python -m export.radar --model TrustSafeAI/RADAR-Vicuna-7B --out artifacts/radar [--precision int8]
+    python -m export.radar --task feature-extraction --model DIR --out artifacts/models/NAME
 """
 
 from __future__ import annotations
@@ -48,7 +56,8 @@ import onnxscript
 import torch
 import transformers
 from tokenizers import Tokenizer
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer, PreTrainedTokenizerBase
+from transformers.utils import cached_file
 
 from export.accuracy_gate import Thresholds, agreement
 from export.cpu_graphs import WEIGHT_FORMATS, fuse, quantize_int8, remove_graph
@@ -64,7 +73,7 @@ from export.onnx_validate import (
 )
 from kit.pipelines.text.aggregate import ai_probability
 from kit.pipelines.text.radar import DEFAULT_MAX_CHARS, chunk_token_lengths
-from kit.runners.torch_models import LogitsOnly, usable_positions
+from kit.runners.torch_models import POOLING_FILE, POOLINGS, LogitsOnly, PooledEmbeddings, TokenModel, usable_positions
 from samples.texts import MULTILINGUAL, sample_texts
 
 # Opset 18 is the dynamo exporter's floor and runs on the onnxruntime of current Triton releases.
@@ -72,7 +81,12 @@ DEFAULT_OPSET = 18
 DEFAULT_ATOL = 1e-4
 CHECKPOINT = "checkpoint"
 INPUT_NAMES = ("input_ids", "attention_mask")
-OUTPUT_NAME = "logits"
+CLASSIFICATION, FEATURE_EXTRACTION = "text-classification", "feature-extraction"
+OUTPUT_NAMES = {CLASSIFICATION: "logits", FEATURE_EXTRACTION: "embeddings"}
+WHAT = {CLASSIFICATION: "a sequence classifier", FEATURE_EXTRACTION: "a text encoder"}
+# sentence-transformers' module types (modules.json) that the embedder reproduces; any other module is refused
+ST_MODULES = {f"sentence_transformers.models.{name}" for name in ("Transformer", "Pooling", "Normalize")}
+ST_POOLING_MODES = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls"}
 # A single ONNX file is a protobuf, which cannot exceed 2 GiB; keep headroom for the graph itself.
 EXTERNAL_DATA_THRESHOLD = 2**31 - 2**27
 # The texts buckets are chosen for: the field report's lengths with a multilingual tail.
@@ -110,10 +124,39 @@ def step(message: str) -> None:
     print(f"[export.radar] {message}", file=sys.stderr, flush=True)
 
 
-def load_model(source: str) -> PreTrainedModel:
-    model = AutoModelForSequenceClassification.from_pretrained(source, dtype=torch.float32)
-    model.config.use_cache = False  # a classifier needs no cache, and a cache breaks the export
-    return model.eval()
+def sentence_transformers_pooling(source: str) -> tuple[str | None, bool | None]:
+    """The pooling and normalisation a sentence-transformers checkpoint declares (None for each it does not): what
+    sentence-transformers would compute, which the embedder must match."""
+    modules_file = cached_file(source, "modules.json", _raise_exceptions_for_missing_entries=False)
+    if modules_file is None:
+        return None, None
+    modules = json.loads(Path(modules_file).read_text())
+    unknown = [m["type"] for m in modules if m["type"] not in ST_MODULES]
+    if unknown:
+        raise ExportError(f"its sentence-transformers modules include {', '.join(unknown)}, which the kit does not reproduce")
+    normalize = any(m["type"].endswith(".Normalize") for m in modules)
+    pooling = None
+    for module in modules:
+        if module["type"].endswith(".Pooling"):
+            config_file = cached_file(source, f"{module['path']}/config.json", _raise_exceptions_for_missing_entries=False)
+            settings = json.loads(Path(config_file).read_text())
+            modes = [key for key, on in settings.items() if key.startswith("pooling_mode") and on]
+            if len(modes) != 1 or modes[0] not in ST_POOLING_MODES:
+                raise ExportError(f"its Pooling module uses {modes}; the kit pools by one of {list(ST_POOLING_MODES)}")
+            pooling = ST_POOLING_MODES[modes[0]]
+    return pooling, normalize
+
+
+def load_model(source: str, task: str = CLASSIFICATION, pooling: str | None = None, normalize: bool | None = None) -> TokenModel:
+    """The module exported and served: a classifier's logits, or an encoder's pooled embedding."""
+    if task == CLASSIFICATION:
+        model = AutoModelForSequenceClassification.from_pretrained(source, dtype=torch.float32)
+        model.config.use_cache = False  # a classifier needs no cache, and a cache breaks the export
+        return LogitsOnly(model.eval()).eval()
+    declared_pooling, declared_normalize = sentence_transformers_pooling(source)
+    encoder = AutoModel.from_pretrained(source, dtype=torch.float32).eval()
+    chosen = pooling or declared_pooling or "mean"
+    return PooledEmbeddings(encoder, chosen, bool(declared_normalize if normalize is None else normalize)).eval()
 
 
 def load_tokenizer(source: str) -> PreTrainedTokenizerBase:
@@ -168,13 +211,14 @@ def canary_texts(max_chars: int) -> list[str]:
     return [text for text in texts if not max_chars or len(text) <= max_chars]
 
 
-def torch_probabilities(model: PreTrainedModel, batches: list[Batch], ai_label_index: int) -> np.ndarray:
+def torch_probabilities(model: TokenModel, batches: list[Batch], ai_label_index: int) -> np.ndarray:
     return np.concatenate([ai_probability(torch_logits(model, batch), ai_label_index) for batch in batches])
 
 
 def onnx_probabilities(path: Path, batches: list[Batch], ai_label_index: int) -> np.ndarray:
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    return np.concatenate([ai_probability(session.run([OUTPUT_NAME], batch)[0], ai_label_index) for batch in batches])
+    output = OUTPUT_NAMES[CLASSIFICATION]
+    return np.concatenate([ai_probability(session.run([output], batch)[0], ai_label_index) for batch in batches])
 
 
 def needs_external_data(model: torch.nn.Module) -> bool:
@@ -182,7 +226,7 @@ def needs_external_data(model: torch.nn.Module) -> bool:
     return size >= EXTERNAL_DATA_THRESHOLD
 
 
-def export_onnx(model: PreTrainedModel, example: Batch, path: Path, opset_version: int, external_data: bool) -> None:
+def export_onnx(model: TokenModel, example: Batch, path: Path, opset_version: int, external_data: bool, output: str) -> None:
     """torch's dynamo exporter with named Dims: it renames the graph's axes to batch_size/sequence_length."""
     axes = {0: torch.export.Dim("batch_size"), 1: torch.export.Dim("sequence_length")}
     args = tuple(torch.from_numpy(example[name]) for name in INPUT_NAMES)
@@ -190,11 +234,11 @@ def export_onnx(model: PreTrainedModel, example: Batch, path: Path, opset_versio
         # Both inputs share the two Dims on purpose; torch warns that it renames each axis once.
         warnings.filterwarnings("ignore", message="# The axis name")
         program = torch.onnx.export(
-            LogitsOnly(model).eval(),
+            model,
             args,
             dynamo=True,
             input_names=list(INPUT_NAMES),
-            output_names=[OUTPUT_NAME],
+            output_names=[output],
             opset_version=opset_version,
             dynamic_shapes={name: axes for name in INPUT_NAMES},
         )
@@ -203,21 +247,21 @@ def export_onnx(model: PreTrainedModel, example: Batch, path: Path, opset_versio
     program.save(str(path), external_data=external_data)
 
 
-def expected_signature(num_labels: int) -> tuple[list[TensorSpec], list[TensorSpec]]:
+def expected_signature(width: int, output: str = OUTPUT_NAMES[CLASSIFICATION]) -> tuple[list[TensorSpec], list[TensorSpec]]:
     axes = ("batch_size", "sequence_length")
     inputs = [TensorSpec(name, np.dtype(np.int64), axes) for name in INPUT_NAMES]
-    return inputs, [TensorSpec(OUTPUT_NAME, np.dtype(np.float32), ("batch_size", num_labels))]
+    return inputs, [TensorSpec(output, np.dtype(np.float32), ("batch_size", width))]
 
 
-def torch_logits(model: PreTrainedModel, batch: Batch) -> np.ndarray:
-    inputs = {name: torch.from_numpy(batch[name]) for name in INPUT_NAMES}
+def torch_logits(model: TokenModel, batch: Batch) -> np.ndarray:
+    """The module's output on a batch: a classifier's logits, or an encoder's embeddings."""
     with torch.no_grad():
-        return model(**inputs, return_dict=True).logits.numpy()
+        return model(*(torch.from_numpy(batch[name]) for name in INPUT_NAMES)).numpy()
 
 
-def validate(path: Path, batches: list[Batch], expected: list[np.ndarray], atol: float) -> float:
-    """Max abs difference of the logits over all batches from PyTorch's (`expected`); raises ValidationError above atol."""
-    diffs = abs_diffs(path, batches, [{OUTPUT_NAME: logits} for logits in expected])
+def validate(path: Path, batches: list[Batch], expected: list[np.ndarray], atol: float, output: str) -> float:
+    """Max abs difference of the outputs over all batches from PyTorch's (`expected`); raises ValidationError above atol."""
+    diffs = abs_diffs(path, batches, [{output: logits} for logits in expected])
     for batch, diff in zip(batches, diffs):
         rows, length = batch["input_ids"].shape
         padded = int((batch["attention_mask"] == 0).sum())
@@ -234,7 +278,7 @@ def link_cpu_graph(out: Path, graph: str) -> None:
 
 
 def cpu_graphs(
-    model: PreTrainedModel,
+    model: TokenModel,
     tokenizer,
     out: Path,
     precision: str,
@@ -246,6 +290,7 @@ def cpu_graphs(
     ai_label_index: int,
     external: bool,
     also_int8: bool = False,
+    output: str = OUTPUT_NAMES[CLASSIFICATION],
 ) -> dict:
     """The fused and INT8 graphs `precision` (or `also_int8`) asks for, each through its gate; returns
     what export.json records."""
@@ -259,7 +304,7 @@ def cpu_graphs(
         step("  warning: no attention fusion matched this graph; the fused graph will gain little")
     step(f"validating the fused graph against PyTorch (atol {atol:g})")
     try:
-        diff = validate(fused, batches, expected, atol)
+        diff = validate(fused, batches, expected, atol, output)
     except ValidationError as exc:
         raise ValidationError(f"the fused graph: {exc}; --precision fp32 serves the unfused graph") from None
     graphs["fused"] = {"file": fused.name, "fusions": fusions, "max_abs_diff": diff}
@@ -269,7 +314,7 @@ def cpu_graphs(
 
 
 def int8_graph(
-    model: PreTrainedModel,
+    model: TokenModel,
     tokenizer,
     fused: Path,
     quantized: Path,
@@ -310,7 +355,7 @@ def int8_graph(
     raise ValidationError(f"the INT8 graph fails its accuracy gate on {len(texts)} texts in every weight format ({reasons})")
 
 
-def canary(model: PreTrainedModel, tokenizer, limit: int, max_chars: int, ai_label_index: int, tolerance: float) -> dict:
+def canary(model: TokenModel, tokenizer, limit: int, max_chars: int, ai_label_index: int, tolerance: float) -> dict:
     """The served-numerics canary: each text alone (no padding) through the source model."""
     texts = canary_texts(max_chars)
     scores = torch_probabilities(model, padded_batches(tokenizer, texts, limit, 1), ai_label_index)
@@ -350,18 +395,28 @@ def export(
     precision: str = DEFAULT_PRECISION,
     limits: Thresholds = Thresholds(),
     also_int8: bool = False,
+    task: str = CLASSIFICATION,
+    pooling: str | None = None,
+    normalize: bool | None = None,
 ) -> dict:
     """Export, validate and describe; export.json is written last, only when every gate passed."""
     if precision not in GRAPHS:
         raise ExportError(f"precision {precision!r} is not one of {', '.join(GRAPHS)}")
+    if task not in OUTPUT_NAMES:
+        raise ExportError(f"task {task!r} is not one of {', '.join(OUTPUT_NAMES)}")
+    classifier = task == CLASSIFICATION
+    if not classifier and (precision == "int8" or also_int8):
+        raise ExportError("an encoder has no INT8 graph: its gate judges a classifier's probabilities")
+    output = OUTPUT_NAMES[task]
     step(f"loading {source}")
     try:
-        model = load_model(source)  # first: an architecture transformers does not know is the clearest reason
+        module = load_model(source, task, pooling, normalize)  # first: an unknown architecture is the clearest reason
         tokenizer = load_tokenizer(source)
     except (OSError, ValueError, KeyError) as exc:  # missing directory, unknown hub id or architecture, no network
-        raise ExportError(f"cannot load {source} as a sequence classifier: {exc}") from exc
+        raise ExportError(f"cannot load {source} as {WHAT[task]}: {exc}") from exc
+    model = module.model
     num_labels = model.config.num_labels
-    if not 0 <= ai_label_index < num_labels:
+    if classifier and not 0 <= ai_label_index < num_labels:
         raise ExportError(f"--ai-label-index {ai_label_index} is not a label of this {num_labels}-label model")
     limit = max_tokens(model.config, tokenizer)
     pad = pad_token_id(tokenizer)
@@ -373,20 +428,26 @@ def export(
     batches = sample_batches(tokenizer, limit)
     path = out / "model.onnx"
     external = needs_external_data(model)
+    if not classifier:
+        step(f"pooling: {module.pooling}, L2-normalised: {module.normalize}")
     step(f"exporting to {path} (opset {opset_version}, external data: {external})")
-    export_onnx(model, batches[1], path, opset_version, external)
-    check_signature(path, *expected_signature(num_labels))
+    try:
+        expected = [torch_logits(module, batch) for batch in batches]
+    except (IndexError, RuntimeError, ValueError) as exc:  # e.g. a tokenizer whose ids or lengths the model lacks
+        raise ExportError(f"PyTorch cannot run {source} on the sample inputs ({type(exc).__name__}: {exc})") from exc
+    width = int(expected[0].shape[-1])
+    export_onnx(module, batches[1], path, opset_version, external, output)
+    check_signature(path, *expected_signature(width, output))
     step(f"validating ONNX Runtime against PyTorch (atol {atol:g})")
-    expected = [torch_logits(model, batch) for batch in batches]
-    max_abs_diff = validate(path, batches, expected, atol)
+    max_abs_diff = validate(path, batches, expected, atol, output)
     graphs = {"fp32": {"file": path.name, "max_abs_diff": max_abs_diff}}
     graphs |= cpu_graphs(
-        model, tokenizer, out, precision, batches, expected, atol, limits, limit, ai_label_index, external, also_int8
+        module, tokenizer, out, precision, batches, expected, atol, limits, limit, ai_label_index, external, also_int8, output
     )
     link_cpu_graph(out, GRAPHS[precision])
     step(f"serving {GRAPHS[precision]} on CPU (linked as {CPU_GRAPH})")
     tolerance = limits.max_abs_diff if precision == "int8" else CANARY_TOLERANCE
-    golden = canary(model, tokenizer, limit, max_chars, ai_label_index, tolerance)
+    golden = canary(module, tokenizer, limit, max_chars, ai_label_index, tolerance) if classifier else None
     write_tokenizer(tokenizer, out / "tokenizer.json")
     chunks = write_token_lengths(out / "tokenizer.json", limit, max_chars, out / "token_lengths.json")
     step(f"measured the token lengths of {chunks} sample chunks of at most {max_chars} characters")
@@ -394,16 +455,26 @@ def export(
         step(f"saving the exported model and tokenizer into {out / CHECKPOINT}")
         model.save_pretrained(out / CHECKPOINT)
         tokenizer.save_pretrained(out / CHECKPOINT)
+        if not classifier:
+            pooled = {"pooling": module.pooling, "normalize": module.normalize}
+            (out / CHECKPOINT / POOLING_FILE).write_text(json.dumps(pooled) + "\n")
+    if classifier:
+        head = {
+            "num_labels": num_labels,
+            "id2label": {str(index): label for index, label in model.config.id2label.items()},
+            "ai_label_index": ai_label_index,
+        }
+    else:
+        head = {"dimensions": width, "pooling": module.pooling, "normalize": module.normalize}
     meta = {
         "source": source,
+        "task": task,
         "model_type": model.config.model_type,
-        "num_labels": num_labels,
-        "id2label": {str(index): label for index, label in model.config.id2label.items()},
-        "ai_label_index": ai_label_index,
+        **head,
         "max_tokens": limit,
         "pad_token_id": pad,
         "inputs": list(INPUT_NAMES),
-        "outputs": [OUTPUT_NAME],
+        "outputs": [output],
         "opset": opset(path),
         "external_data": path.name + ".data" if external else None,
         "atol": atol,
@@ -430,6 +501,13 @@ def export(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="hub id or local checkpoint directory")
+    parser.add_argument("--task", choices=list(OUTPUT_NAMES), default=CLASSIFICATION, help="what the checkpoint is exported as")
+    parser.add_argument("--pooling", choices=POOLINGS, help="feature-extraction: how token states become one embedding")
+    parser.add_argument(
+        "--normalize",
+        action=argparse.BooleanOptionalAction,
+        help="feature-extraction: L2-normalise each embedding (default: as the checkpoint's sentence-transformers files say)",
+    )
     parser.add_argument("--out", type=Path, required=True, help="directory for model.onnx, tokenizer.json, export.json")
     parser.add_argument("--atol", type=float, default=DEFAULT_ATOL, help="max abs logit difference allowed")
     parser.add_argument("--opset", type=int, default=DEFAULT_OPSET)
@@ -479,12 +557,15 @@ def main(argv: list[str] | None = None) -> int:
             args.precision,
             limits,
             args.also_int8,
+            args.task,
+            args.pooling,
+            args.normalize,
         )
     except (ExportError, ValidationError) as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)  # one line: a caller reports the last
         return 1
     print(
-        f"exported {args.model} to {args.out / 'model.onnx'}: max abs diff {meta['max_abs_diff']:.3g} "
+        f"exported {args.model} ({args.task}) to {args.out / 'model.onnx'}: max abs diff {meta['max_abs_diff']:.3g} "
         f"<= atol {args.atol:g}, max_tokens {meta['max_tokens']}, opset {meta['opset']}; CPU serves {meta['cpu_graph']}"
     )
     return 0

@@ -1,10 +1,13 @@
 """Small random-weight Hugging Face checkpoints of architectures the kit was not written around, and PyTorch's
-answers on them: what the served tests of the text-classification task add with `kit add` and compare with.
+answers on them: what the served tests of the text tasks add with `kit add` and compare with. Classifiers: a BERT
+and a DistilBERT. Encoders: a BERT saved as sentence-transformers saves one (modules.json, mean pooling, normalised)
+and an MPNet (the architecture of the most used sentence-transformers checkpoints) with no such files.
 
 Runs in the export virtualenv (it needs PyTorch); the served tests call it as a program:
 
-    python -m tests.checkpoints make --out DIR                       # DIR/bert, DIR/distilbert
+    python -m tests.checkpoints make --out DIR                       # DIR/bert, distilbert, bert_encoder, mpnet
     python -m tests.checkpoints reference --model DIR --max-chars N  # texts (JSON list) on stdin
+    python -m tests.checkpoints embed --model DIR --max-chars N --pooling mean|cls [--normalize]
 
 Each checkpoint has its own WordPiece tokenizer, trained on a fixed corpus (export.standins.corpus), a fixed
 seed, a 128-token limit (so that a few hundred characters already take two chunks) and labels of its own.
@@ -21,13 +24,18 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import (
+    AutoModel,
     AutoModelForSequenceClassification,
     BertConfig,
     BertForSequenceClassification,
+    BertModel,
     BertTokenizerFast,
     DistilBertConfig,
     DistilBertForSequenceClassification,
     DistilBertTokenizerFast,
+    MPNetConfig,
+    MPNetModel,
+    MPNetTokenizerFast,
 )
 
 from export.standins import corpus
@@ -36,18 +44,28 @@ from kit.pipelines.text.radar import chunk_text
 
 MAX_TOKENS = 128
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+MPNET_SPECIAL = ["[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]"]  # as MPNet's own vocabulary numbers them
 LABELS = {
     "bert": ["sport", "politics", "science"],
     "distilbert": ["negative", "positive"],
 }
+ENCODERS = ("bert_encoder", "mpnet")
+# sentence-transformers' files for a BERT it would pool by the mean and normalise (as all-MiniLM-L6-v2 does)
+ST_MODULES = [
+    {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+    {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+]
+ST_POOLING = {"word_embedding_dimension": 32, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True}
 
 
-def wordpiece(vocab_size: int = 3000) -> Tokenizer:
-    """A BERT-style uncased WordPiece tokenizer with [CLS] ... [SEP] around each text."""
+def wordpiece(vocab_size: int = 3000, special: list[str] = SPECIAL) -> Tokenizer:
+    """A BERT-style uncased WordPiece tokenizer with [CLS] ... [SEP] around each text, its special tokens numbered in
+    the order of `special`."""
     tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIAL, show_progress=False)
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=special, show_progress=False)
     tokenizer.train_from_iterator(corpus(300_000), trainer)
     cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
     tokenizer.post_processor = processors.TemplateProcessing(
@@ -57,11 +75,20 @@ def wordpiece(vocab_size: int = 3000) -> Tokenizer:
 
 
 def make(kind: str, out: Path, seed: int = 0) -> Path:
-    tokenizer = wordpiece()
-    labels = {"num_labels": len(LABELS[kind]), "id2label": dict(enumerate(LABELS[kind]))}
-    labels["label2id"] = {label: index for index, label in labels["id2label"].items()}
+    tokenizer = wordpiece(special=MPNET_SPECIAL if kind == "mpnet" else SPECIAL)
+    labels = {}
+    if kind in LABELS:
+        labels = {"num_labels": len(LABELS[kind]), "id2label": dict(enumerate(LABELS[kind]))}
+        labels["label2id"] = {label: index for index, label in labels["id2label"].items()}
     size = {"vocab_size": tokenizer.get_vocab_size(), "max_position_embeddings": MAX_TOKENS, "pad_token_id": 0}
-    if kind == "bert":
+    if kind == "bert_encoder":
+        config = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, **size)
+        model_class, tokenizer_class = BertModel, BertTokenizerFast
+    elif kind == "mpnet":  # its pad id is 1 (MPNet's embeddings assume it), and positions count from 2, as RoBERTa's
+        size |= {"max_position_embeddings": MAX_TOKENS + 2, "pad_token_id": 1}
+        config = MPNetConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, **size)
+        model_class, tokenizer_class = MPNetModel, MPNetTokenizerFast
+    elif kind == "bert":
         config = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, **size, **labels)
         model_class, tokenizer_class = BertForSequenceClassification, BertTokenizerFast
     else:
@@ -78,6 +105,10 @@ def make(kind: str, out: Path, seed: int = 0) -> Path:
         **dict(zip(("pad_token", "unk_token", "cls_token", "sep_token", "mask_token"), SPECIAL)),
     )
     fast.save_pretrained(folder)
+    if kind == "bert_encoder":
+        (folder / "modules.json").write_text(json.dumps(ST_MODULES))
+        (folder / "1_Pooling").mkdir(exist_ok=True)
+        (folder / "1_Pooling" / "config.json").write_text(json.dumps(ST_POOLING))
     return folder
 
 
@@ -98,6 +129,28 @@ def reference(model_dir: Path, texts: list[str], max_chars: int) -> list[dict]:
     return answers
 
 
+def embed(model_dir: Path, texts: list[str], max_chars: int, pooling: str, normalize: bool) -> list[dict]:
+    """Each text chunked as the kit chunks it, each chunk run alone (no padding, so the mean is over all its tokens)
+    through the encoder: each chunk's pooled embedding and their length-weighted mean, normalised as asked."""
+    model = AutoModel.from_pretrained(model_dir).eval()
+    tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+
+    def unit(vectors: np.ndarray) -> np.ndarray:
+        return vectors / np.linalg.norm(vectors, axis=-1, keepdims=True) if normalize else vectors
+
+    answers = []
+    for text in texts:
+        spans, ids = chunk_text(tokenizer, text, max_chars, MAX_TOKENS)
+        with torch.no_grad():
+            states = [model(input_ids=torch.tensor([chunk])).last_hidden_state.numpy()[0] for chunk in ids]
+        chunks = unit(np.stack([state[0] if pooling == "cls" else state.mean(axis=0) for state in states]))
+        lengths = np.array([end - start for start, end in spans], dtype=np.float64)
+        answers.append({"embedding": unit(lengths @ chunks / lengths.sum()).tolist(), "chunks": chunks.tolist(), "spans": spans})
+    return answers
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -106,10 +159,17 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("reference")
     r.add_argument("--model", type=Path, required=True)
     r.add_argument("--max-chars", type=int, default=0)
+    e = sub.add_parser("embed")
+    e.add_argument("--model", type=Path, required=True)
+    e.add_argument("--max-chars", type=int, default=0)
+    e.add_argument("--pooling", choices=("mean", "cls"), required=True)
+    e.add_argument("--normalize", action="store_true")
     args = parser.parse_args(argv)
     if args.command == "make":
-        for kind in LABELS:
+        for kind in (*LABELS, *ENCODERS):
             print(make(kind, args.out))
+    elif args.command == "embed":
+        json.dump(embed(args.model, json.load(sys.stdin), args.max_chars, args.pooling, args.normalize), sys.stdout)
     else:
         json.dump(reference(args.model, json.load(sys.stdin), args.max_chars), sys.stdout)
     return 0

@@ -5,6 +5,9 @@ the same function whichever runner serves it:
 
 - `LogitsOnly`: a sequence classifier's `input_ids`, `attention_mask` -> `logits` (RADAR). No
   model output object or cache leaves it (the dynamo exporter fails on a returned KV cache).
+- `PooledEmbeddings`: an encoder's `input_ids`, `attention_mask` -> `embeddings`, its last hidden state
+  pooled (the mean of the real tokens, or the first token's) and optionally L2-normalised, as
+  sentence-transformers computes a sentence embedding.
 - `PaddedResNet`: `pixel_values` (images zero-padded at the bottom/right) and `image_sizes` ->
   `probs`, equal to each image's unpadded result.
 
@@ -24,14 +27,31 @@ what the unpadded model computes.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel, ResNetForImageClassification
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForSequenceClassification,
+    PreTrainedModel,
+    ResNetForImageClassification,
+)
 
+POOLINGS = ("mean", "cls")
+POOLING_FILE = "pooling.json"  # beside a saved encoder: how its embeddings are pooled ({"pooling", "normalize"})
 # fairseq-style models number positions from pad_token_id + 1, so two positions are never usable.
-OFFSET_POSITION_MODELS = {"roberta", "roberta-prelayernorm", "xlm-roberta", "xlm-roberta-xl", "camembert", "data2vec-text"}
+OFFSET_POSITION_MODELS = {
+    "roberta",
+    "roberta-prelayernorm",
+    "xlm-roberta",
+    "xlm-roberta-xl",
+    "camembert",
+    "data2vec-text",
+    "mpnet",
+}
 
 
 def usable_positions(config) -> int | None:
@@ -44,8 +64,8 @@ def usable_positions(config) -> int | None:
     return positions
 
 
-class LogitsOnly(torch.nn.Module):
-    """Returns the logits tensor alone: Triton's config names one output."""
+class TokenModel(torch.nn.Module):
+    """A text model of `input_ids` and `attention_mask` [batch, tokens]."""
 
     def __init__(self, model: PreTrainedModel):
         super().__init__()
@@ -64,8 +84,32 @@ class LogitsOnly(torch.nn.Module):
         if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
             raise ValueError(f"token ids must lie in 0..{self.vocab_size - 1}")
 
+
+class LogitsOnly(TokenModel):
+    """Returns the logits tensor alone: Triton's config names one output."""
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         return self.model(input_ids=input_ids, attention_mask=attention_mask, return_dict=True).logits
+
+
+class PooledEmbeddings(TokenModel):
+    """An encoder's sentence embedding: `pooling` mean (over the tokens the mask keeps) or cls (the first token's
+    hidden state), L2-normalised where `normalize`."""
+
+    def __init__(self, model: PreTrainedModel, pooling: str = "mean", normalize: bool = False):
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling {pooling!r} is not one of {POOLINGS}")
+        super().__init__(model)
+        self.pooling, self.normalize = pooling, normalize
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        hidden = self.model(input_ids=input_ids, attention_mask=attention_mask, return_dict=True).last_hidden_state
+        if self.pooling == "cls":
+            pooled = hidden[:, 0]
+        else:
+            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+        return torch.nn.functional.normalize(pooled, p=2.0, dim=-1) if self.normalize else pooled
 
 
 class ValidMasks:
@@ -134,14 +178,30 @@ class PaddedResNet(torch.nn.Module):
         return torch.softmax(self.classifier(pooled), dim=-1)
 
 
+def with_fused_attention(auto: type, checkpoint: Path, dtype: torch.dtype) -> PreTrainedModel:
+    """The model with PyTorch's scaled-dot-product attention where its architecture has it (MPNet, for one, has
+    not: it keeps its own)."""
+    try:
+        return auto.from_pretrained(checkpoint, dtype=dtype, attn_implementation="sdpa")
+    except ValueError as exc:
+        if "scaled_dot_product_attention" not in str(exc):
+            raise
+        return auto.from_pretrained(checkpoint, dtype=dtype)
+
+
 def load_serving_module(checkpoint: Path, dtype: torch.dtype) -> torch.nn.Module:
-    """The wrapper its exported ONNX model was made from, over a checkpoint folder, chosen by its config's
-    model type: a ResNet becomes a `PaddedResNet`, anything else a sequence classifier's `LogitsOnly`
-    with PyTorch's scaled-dot-product attention (the model's own fused kernels) and no cache."""
+    """The wrapper its exported ONNX model was made from, over a checkpoint folder: a ResNet (by its config's model
+    type) becomes a `PaddedResNet`, an encoder saved with its pooling (pooling.json) `PooledEmbeddings`, anything
+    else a sequence classifier's `LogitsOnly`; text models with PyTorch's scaled-dot-product attention where they
+    have it (the model's own fused kernels) and no cache."""
     if not (checkpoint / "config.json").is_file():
         raise FileNotFoundError(f"no checkpoint in {checkpoint}: export.radar and export.resnet save one into <out>/checkpoint")
     if AutoConfig.from_pretrained(checkpoint).model_type == "resnet":
         return PaddedResNet(ResNetForImageClassification.from_pretrained(checkpoint, dtype=dtype)).eval()
-    model = AutoModelForSequenceClassification.from_pretrained(checkpoint, dtype=dtype, attn_implementation="sdpa")
+    if (checkpoint / POOLING_FILE).is_file():
+        pooling = json.loads((checkpoint / POOLING_FILE).read_text())
+        encoder = with_fused_attention(AutoModel, checkpoint, dtype)
+        return PooledEmbeddings(encoder, pooling["pooling"], bool(pooling["normalize"])).eval()
+    model = with_fused_attention(AutoModelForSequenceClassification, checkpoint, dtype)
     model.config.use_cache = False
     return LogitsOnly(model).eval()
