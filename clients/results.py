@@ -8,6 +8,7 @@ import numpy as np
 
 RADAR_OUTPUTS = ["SCORE", "CHUNK_SCORES", "CHUNK_SPANS"]
 LABELLED_OUTPUTS = ["SCORES", "CHUNK_SCORES", "CHUNK_SPANS"]
+EMBEDDING_OUTPUTS = ["EMBEDDING", "CHUNK_EMBEDDINGS", "CHUNK_SPANS"]
 
 
 @dataclass
@@ -55,6 +56,27 @@ class LabelledResult:
         """From the door's JSON answer."""
         chunks = [(c["start"], c["end"], c["scores"]) for c in answer["chunks"]]
         return cls(answer["label"], answer["scores"], chunks)
+
+
+@dataclass
+class EmbeddingResult:
+    """A text encoder's answer (a feature-extraction spec's model): the text's embedding, and each chunk's span and
+    embedding."""
+
+    embedding: np.ndarray
+    chunks: list[tuple[int, int, np.ndarray]]
+
+    @classmethod
+    def from_outputs(cls, outputs: dict[str, np.ndarray]) -> EmbeddingResult:
+        spans = outputs["CHUNK_SPANS"].reshape(-1, 2)
+        rows = outputs["CHUNK_EMBEDDINGS"].reshape(len(spans), -1)
+        return cls(outputs["EMBEDDING"].reshape(-1), [(int(s), int(e), row) for (s, e), row in zip(spans, rows)])
+
+    @classmethod
+    def from_answer(cls, answer: dict) -> EmbeddingResult:
+        """From the door's JSON answer."""
+        chunks = [(c["start"], c["end"], np.asarray(c["embedding"], dtype=np.float32)) for c in answer["chunks"]]
+        return cls(np.asarray(answer["embedding"], dtype=np.float32), chunks)
 
 
 @dataclass

@@ -1,8 +1,10 @@
 """Classify text files with a text classifier a spec brings (`kit add NAME --task text-classification`,
-docs/MODELS.md): its most probable label and every label's probability, per file and per chunk.
+docs/MODELS.md): its most probable label and every label's probability, per file and per chunk; or, with `--embed`,
+embed them with a text encoder a spec brings (`--task feature-extraction`): each file's embedding and its chunks'.
 
     python -m clients.text --model topics essay.txt notes/*.txt
     python -m clients.text --model topics --protocol door --url http://localhost:8080 --json *.txt
+    python -m clients.text --model sentences --embed --json notes/*.txt
 
 Over Triton's gRPC or HTTP the label names come from the served entry's `labels` parameter, so that the
 client needs nothing but the model's name; through the door they come with each answer.
@@ -20,7 +22,7 @@ from tritonclient.utils import InferenceServerException
 from clients.base import DEFAULT_URLS, PROTOCOLS, ModelClient, add_api_key, report_all
 from clients.door import DoorError
 from clients.radar import text_tensor
-from clients.results import LABELLED_OUTPUTS, LabelledResult
+from clients.results import EMBEDDING_OUTPUTS, LABELLED_OUTPUTS, EmbeddingResult, LabelledResult
 from clients.triton import RetryPolicy
 
 
@@ -51,6 +53,31 @@ class TextClassifierClient(ModelClient):
         return self.map(self.classify, texts)
 
 
+class TextEmbeddingClient(ModelClient):
+    """Thread-safe synchronous client of a text encoder's entry model; `embed_many` keeps `concurrency` in flight."""
+
+    def __init__(
+        self,
+        model: str,
+        url: str,
+        protocol: str = "grpc",
+        concurrency: int = 8,
+        retry: RetryPolicy = RetryPolicy(),
+        api_key: str | None = None,
+        route: str | None = None,
+    ):
+        super().__init__(model, EMBEDDING_OUTPUTS, url, protocol, concurrency, retry=retry, api_key=api_key, route=route)
+
+    def embed(self, text: str | bytes) -> EmbeddingResult:
+        if self.door:
+            body = {"text": text.decode("utf-8") if isinstance(text, bytes) else text}
+            return EmbeddingResult.from_answer(self.door.post(self.route, body))
+        return EmbeddingResult.from_outputs(self.infer(text_tensor(text)))
+
+    def embed_many(self, texts: list[str | bytes]) -> list[EmbeddingResult | InferenceServerException | DoorError]:
+        return self.map(self.embed, texts)
+
+
 def served_labels(client, model: str) -> list[str]:
     """The label names the served entry carries (parameter `labels`, a JSON list), from either tritonclient."""
     config = client.get_model_config(model)
@@ -67,6 +94,12 @@ def report(path: Path, result, as_json: bool) -> str:
     if isinstance(result, Exception):
         message = result.message() if isinstance(result, InferenceServerException) else str(result)
         return json.dumps({"file": str(path), "error": message}) if as_json else f"{path}: error: {message}"
+    if isinstance(result, EmbeddingResult):
+        if as_json:
+            chunks = [{"start": start, "end": end, "embedding": row.tolist()} for start, end, row in result.chunks]
+            return json.dumps({"file": str(path), "embedding": result.embedding.tolist(), "chunks": chunks})
+        head = ", ".join(f"{value:.4f}" for value in result.embedding[:4])
+        return f"{path}: [{head}, ...] ({result.embedding.size} dimensions; {len(result.chunks)} chunks)"
     if as_json:
         chunks = [{"start": start, "end": end, "scores": scores} for start, end, scores in result.chunks]
         return json.dumps({"file": str(path), "label": result.label, "scores": result.scores, "chunks": chunks})
@@ -83,12 +116,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--route", help="the door's path, where the spec names one (default /v1/<model>)")
     parser.add_argument("--concurrency", type=int, default=8, help="requests in flight at once (default 8)")
     add_api_key(parser)
+    parser.add_argument("--embed", action="store_true", help="the model is a text encoder (feature-extraction): embed")
     parser.add_argument("--json", action="store_true", help="one JSON object per file")
     args = parser.parse_args(argv)
     url = args.url or DEFAULT_URLS[args.protocol]
     texts = [path.read_text(encoding="utf-8", errors="strict") for path in args.files]
-    client = TextClassifierClient(args.model, url, args.protocol, args.concurrency, api_key=args.api_key, route=args.route)
-    return report_all(client, client.classify_many, texts, args.files, lambda path, result: report(path, result, args.json))
+    kind = TextEmbeddingClient if args.embed else TextClassifierClient
+    client = kind(args.model, url, args.protocol, args.concurrency, api_key=args.api_key, route=args.route)
+    many = client.embed_many if args.embed else client.classify_many
+    return report_all(client, many, texts, args.files, lambda path, result: report(path, result, args.json))
 
 
 if __name__ == "__main__":

@@ -68,6 +68,7 @@ class Served:
     max_batch_size: int = 0
     axes: dict[str, list[str]] = field(default_factory=dict)  # a spec's model: inputs' axes that must agree, by name
     labels: tuple[str, ...] = ()  # a text-classification spec's model: its label names, in its SCORES' order
+    dimensions: int = 0  # a feature-extraction spec's model: the length of its EMBEDDING
 
     def datatype(self, name: str) -> str:
         return wire_type(self.spec.inputs[name][0])
@@ -129,8 +130,8 @@ def contract_from_configs(configs: Mapping[str, mc.ModelConfig]) -> Contract:
 
 
 def brought(model: str, route: str, config: mc.ModelConfig) -> Served:
-    """A spec's model as its route sees it: a text classifier (its entry carries RadarSettings) by its text and
-    labels; any other by every input and output of its config."""
+    """A spec's model as its route sees it: a text model (its entry carries RadarSettings) by its text, and its labels
+    (a classifier) or its embedding's dimensions (an encoder); any other by every input and output of its config."""
     inputs = {t.name: (mc.DataType.Name(t.data_type), tuple(t.dims)) for t in config.input}
     outputs = {t.name: (mc.DataType.Name(t.data_type), tuple(t.dims)) for t in config.output}
     spec = Spec(inputs, tuple(outputs), outputs)
@@ -140,6 +141,11 @@ def brought(model: str, route: str, config: mc.ModelConfig) -> Served:
         settings = kind.from_parameters(params) if kind is not None else None
     except SettingsError as exc:
         raise ContractError(f"{model}: {exc}") from None
+    if isinstance(settings, RadarSettings) and "EMBEDDING" in outputs:
+        spec = Spec({"TEXT": ("TYPE_STRING", (1,))}, ("EMBEDDING", "CHUNK_EMBEDDINGS", "CHUNK_SPANS"))
+        dims = check_tensors(model, spec, config)
+        width = outputs["EMBEDDING"][1][0]
+        return Served(spec, settings, config.max_batch_size > 0, dims, route, dimensions=width)
     if isinstance(settings, RadarSettings):
         labels = tuple(json.loads(settings.labels or "[]"))
         spec = Spec({"TEXT": ("TYPE_STRING", (1,))}, ("SCORES", "CHUNK_SCORES", "CHUNK_SPANS"))

@@ -84,6 +84,10 @@ class Routes:
                 answer = functools.partial(labelled_result, served.labels)
                 doc = f"{model}: each label's probability for a text, and for each chunk it was split into (a list for `texts`)."
                 self.add_text_route(model, served.route, answer, schemas.labelled_result(model, served.labels), doc)
+            elif served.route and served.dimensions:
+                doc = f"{model}: a text's embedding, and each chunk's it was split into (a list for `texts`)."
+                result = schemas.embedding_result(model, served.dimensions)
+                self.add_text_route(model, served.route, embedding_result, result, doc)
             elif served.route:
                 self.add_tensor_route(model, served)
 
@@ -310,6 +314,16 @@ def labelled_result(labels: tuple[str, ...], outputs) -> dict:
         for (start, end), row in zip(spans, chunk_scores)
     ]
     return {"label": labels[int(scores.argmax())], "scores": dict(zip(labels, scores.tolist())), "chunks": chunks}
+
+
+def embedding_result(outputs) -> dict:
+    """A text encoder's outputs: the text's embedding and each chunk's, with its span."""
+    spans = outputs["CHUNK_SPANS"].reshape(-1, 2)
+    chunks = outputs["CHUNK_EMBEDDINGS"].reshape(len(spans), -1)
+    return {
+        "embedding": outputs["EMBEDDING"].reshape(-1).tolist(),
+        "chunks": [{"start": int(start), "end": int(end), "embedding": row.tolist()} for (start, end), row in zip(spans, chunks)],
+    }
 
 
 def ocr_result(outputs) -> schemas.OcrResult:

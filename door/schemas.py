@@ -260,6 +260,22 @@ def labelled_result(model: str, labels: tuple[str, ...]) -> type[BaseModel]:
     )
 
 
+def embedding_result(model: str, dimensions: int) -> type[BaseModel]:
+    """A text encoder's answer (a feature-extraction spec's model): the text's embedding and each chunk's."""
+    Vector = Annotated[list[float], Field(min_length=dimensions, max_length=dimensions)]  # noqa: N806 (a type)
+    EmbeddedChunk = create_model(  # noqa: N806
+        f"{title_case(model)}Chunk",
+        start=(int, Field(description="first character of the chunk (Unicode code points, from 0)")),
+        end=(int, Field(description="one past the chunk's last character")),
+        embedding=(Vector, Field(description="the chunk's own embedding")),
+    )
+    return create_model(
+        f"{title_case(model)}Result",
+        embedding=(Vector, Field(description=f"the text's {dimensions}-dimensional embedding: its chunks', weighted by length")),
+        chunks=(list[EmbeddedChunk], ...),
+    )
+
+
 class OcrLine(BaseModel):
     text: str
     score: float

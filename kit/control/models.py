@@ -6,6 +6,7 @@ docs/MODELS.md walks through it.
 
     kit add NAME --task onnx --from FILE [--max-batch-size N] [--route /v1/...] [--models DIR]
     kit add NAME --task text-classification --from CHECKPOINT_DIR_OR_HUB_ID [--max-chars N] [...]
+    kit add NAME --task feature-extraction --from CHECKPOINT_DIR_OR_HUB_ID [--pooling mean|cls] [--normalize] [...]
     kit list [--models DIR]
     kit export [--models DIR]      # what `make export` runs: each checkpoint spec's export, where it is stale
 """
@@ -18,7 +19,7 @@ import sys
 from pathlib import Path
 
 from kit.control.configs import REPO_ROOT, SOURCE, RepositoryError, source_models
-from kit.control.specs import CHECKPOINT_TASKS, HUB_ID, MODELS, NAME, check_routes, read_spec, read_specs, spec_text
+from kit.control.specs import CHECKPOINT_TASKS, HUB_ID, MODELS, NAME, POOLINGS, check_routes, read_spec, read_specs, spec_text
 from kit.control.tasks import TASKS, servable_specs, task_of
 from kit.control.text_task import export, export_dir, exported
 
@@ -64,10 +65,16 @@ def main(argv: list[str] | None = None) -> int:
         dest="source",
         type=Path,
         required=True,
-        help="onnx: a .onnx graph; text-classification: a checkpoint folder or a hub id",
+        help="onnx: a .onnx graph; text-classification, feature-extraction: a checkpoint folder or a hub id",
     )
     a.add_argument("--max-batch-size", type=int, help="the model's batch cap; 0 serves it unbatched (onnx)")
-    a.add_argument("--max-chars", type=int, help="text-classification: chunk size in characters (default: the token limit)")
+    a.add_argument("--max-chars", type=int, help="text tasks: chunk size in characters (default: the token limit)")
+    a.add_argument("--pooling", choices=POOLINGS, help="feature-extraction (default: as the checkpoint says, else mean)")
+    a.add_argument(
+        "--normalize",
+        action=argparse.BooleanOptionalAction,
+        help="feature-extraction: L2-normalise embeddings (default: as the checkpoint says, else not)",
+    )
     a.add_argument("--route", help="the door's path (default /v1/<name>)")
     a.add_argument("--replace", action="store_true", help="write over an existing spec of that name")
     a.add_argument("--models", type=Path, default=MODELS, help="the folder of model specs")
@@ -79,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "add":
             given = {"max_batch_size": args.max_batch_size, "max_chars": args.max_chars, "route": args.route}
+            given |= {"pooling": args.pooling, "normalize": args.normalize}
             settings = {key: value for key, value in given.items() if value is not None}
             path = add(args.name, args.task, args.source, args.models, settings, args.replace)
             print(f"wrote {path}; `make serve` serves it at {read_spec(path).door_route} (docs/MODELS.md)")

@@ -26,8 +26,10 @@ MODELS = REPO_ROOT / "models"
 NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 ROUTE = re.compile(r"^/v1/[a-z0-9][a-z0-9_/-]*$")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # a Hugging Face hub id, as `organisation/model`
-CHECKPOINT_TASKS = ("text-classification",)  # tasks whose source is a checkpoint folder or a hub id, not a file
+# Tasks whose source is a checkpoint folder or a hub id, not a file.
+CHECKPOINT_TASKS = ("text-classification", "feature-extraction")
 MAX_BATCH = 1024
+POOLINGS = ("mean", "cls")
 DOOR_ROUTE = "door_route"  # the config parameter that tells the front door where it serves a spec's model
 # The config parameter naming each input's free axes (JSON: input -> the graph's axis name or "" per dim), so that
 # the door refuses inputs whose shared axis (token ids and their mask along `length`) differ in length.
@@ -52,9 +54,11 @@ class ModelSpec:
     instances: int = 1
     queue_timeout_seconds: float = 30.0
     route: str = ""
-    max_chars: int = 0  # text-classification: chunks of at most this many characters; 0, the model's token limit
-    bucket_count: int = 5  # text-classification: padded lengths chosen from the export's measured chunk lengths
+    max_chars: int = 0  # text tasks: chunks of at most this many characters; 0, the model's token limit
+    bucket_count: int = 5  # text tasks: padded lengths chosen from the export's measured chunk lengths
     labels: tuple[str, ...] = ()  # text-classification: names for the checkpoint's labels, in its order
+    pooling: str = ""  # feature-extraction: mean or cls; unset, as the checkpoint's sentence-transformers files say, else mean
+    normalize: bool | None = None  # feature-extraction: L2-normalise embeddings; unset, as those files say, else not
     given: frozenset[str] = frozenset()  # the keys the file sets (a task may keep its own default for the others)
 
     @property
@@ -78,7 +82,10 @@ class ModelSpec:
 KEYS = {f.name: f for f in fields(ModelSpec) if f.name not in ("name", "path", "given")}
 REQUIRED = ("task", "source")
 # Keys only some tasks read: a spec of another task that sets one is refused rather than silently ignored.
-TASK_KEYS = {"text-classification": frozenset({"max_chars", "bucket_count", "labels"})}
+TASK_KEYS = {
+    "text-classification": frozenset({"max_chars", "bucket_count", "labels"}),
+    "feature-extraction": frozenset({"max_chars", "bucket_count", "pooling", "normalize"}),
+}
 
 
 def spec_error(path: Path, key: str, problem: str, fix: str) -> SpecError:
@@ -92,6 +99,7 @@ TYPES = {
     "float": ((int, float), "a number"),
     "tuple[int, ...]": ((list,), "a list of whole numbers"),
     "tuple[str, ...]": ((list,), "a list of strings"),
+    "bool | None": ((bool,), "true or false"),
 }
 
 
@@ -100,7 +108,7 @@ def typed(path: Path, key: str, value: object) -> object:
     kind = KEYS[key].type
     accepted, words = TYPES[kind]
     items = value if isinstance(value, list) else [value]
-    wrong = isinstance(value, bool) or not isinstance(value, accepted)
+    wrong = isinstance(value, bool) != (kind == "bool | None") or not isinstance(value, accepted)
     item_type = str if kind == "tuple[str, ...]" else int
     if wrong or kind.startswith("tuple") and not all(isinstance(v, item_type) and not isinstance(v, bool) for v in items):
         raise spec_error(path, key, f"is {json.dumps(value)}", f"it takes {words}")
@@ -159,6 +167,8 @@ def check_values(spec: ModelSpec) -> None:
         raise spec.error("max_chars", "is negative", "0 chunks by the model's token limit, N by N characters")
     if spec.bucket_count < 1:
         raise spec.error("bucket_count", f"is {spec.bucket_count}", "a model pads its chunks to at least one length")
+    if spec.pooling and spec.pooling not in POOLINGS:
+        raise spec.error("pooling", f"is {spec.pooling!r}", f"it is one of {', '.join(POOLINGS)}")
     if not ROUTE.match(spec.door_route):
         raise spec.error("route", f"is {spec.door_route!r}", "the door's paths look like /v1/my-model")
 

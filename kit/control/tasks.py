@@ -69,6 +69,7 @@ def text_models(spec: ModelSpec) -> dict[str, Generated]:
 TASKS = {
     "onnx": Task(onnx_models, lambda spec: {spec.name: graph_files(spec)}, onnx_check),
     "text-classification": Task(text_models, text_files, check_text),
+    "feature-extraction": Task(text_models, text_files, check_text),
 }
 
 

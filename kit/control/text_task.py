@@ -1,5 +1,6 @@
-"""The `text-classification` task: any Hugging Face sequence classifier (a checkpoint folder or a hub id), served
-the way the kit serves RADAR, from RADAR's own committed configs as templates.
+"""The text tasks: `text-classification`, any Hugging Face sequence classifier (a checkpoint folder or a hub id), and
+`feature-extraction`, any encoder as a sentence embedder, both served the way the kit serves RADAR, from RADAR's own
+committed configs as templates.
 
 A spec `NAME` becomes three models: the entry ensemble `NAME` (one text in, what the door and clients call),
 `NAME_texts` (the text classifier adapter, kit/adapters/text_classifier_model.py: chunks, length buckets, chunks of
@@ -7,7 +8,10 @@ many texts merged into classifier requests, per-label aggregation) and `NAME_cla
 placed in each profile as RADAR's classifier is, less what is RADAR's own: its device curves and TensorRT shapes).
 The entry answers every label: SCORES [labels] (each label's probability, weighted by chunk length), CHUNK_SCORES
 [chunks, labels] and CHUNK_SPANS [chunks, 2]; the labels' names come from the checkpoint's id2label, or the spec's
-`labels`, and reach the door through the entry's parameters.
+`labels`, and reach the door through the entry's parameters. An embedder's graph is `NAME_encoder`, and its entry
+answers EMBEDDING [dimensions] (the chunks' embeddings, weighted by length, L2-normalised again where the export
+normalises), CHUNK_EMBEDDINGS [chunks, dimensions] and CHUNK_SPANS: a text within the token limit is one chunk,
+whose embedding is the encoder's on the whole text, as sentence-transformers computes it.
 
 The export (export.radar, in the export virtualenv: it needs PyTorch) runs at `kit add` and again at build time
 whenever the checkpoint or the spec's chunking changed since; it checks the graph against PyTorch and measures the
@@ -39,8 +43,15 @@ TEXT_FILES = ("tokenizer.json", "export.json", "token_lengths.json")
 ENTRY_FILES = ("export.json", "token_lengths.json")
 
 
+CLASSIFICATION, FEATURE_EXTRACTION = "text-classification", "feature-extraction"
+# The entry's outputs by task: the text's value, each chunk's (and CHUNK_SPANS); the adapter answers what they name.
+ANSWERS = {CLASSIFICATION: ("SCORES", "CHUNK_SCORES"), FEATURE_EXTRACTION: ("EMBEDDING", "CHUNK_EMBEDDINGS")}
+GRAPH_SUFFIX = {CLASSIFICATION: "_classifier", FEATURE_EXTRACTION: "_encoder"}
+WHAT = {CLASSIFICATION: "a sequence classifier", FEATURE_EXTRACTION: "a text encoder"}
+
+
 def names(spec: ModelSpec) -> dict[str, str]:
-    return {"entry": spec.name, "texts": f"{spec.name}_texts", "classifier": f"{spec.name}_classifier"}
+    return {"entry": spec.name, "texts": f"{spec.name}_texts", "classifier": spec.name + GRAPH_SUFFIX[spec.task]}
 
 
 def export_dir(spec: ModelSpec) -> Path:
@@ -58,7 +69,8 @@ def stamp(spec: ModelSpec) -> dict:
             info = path.stat()
             digest.update(f"{path.relative_to(spec.source_path)}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
         source = f"{spec.source_path}#{digest.hexdigest()}"
-    return {"source": source, "max_chars": spec.max_chars}
+    embedding = {"task": spec.task, "pooling": spec.pooling, "normalize": spec.normalize}
+    return {"source": source, "max_chars": spec.max_chars} | (embedding if spec.task == FEATURE_EXTRACTION else {})
 
 
 def exported(spec: ModelSpec) -> dict | None:
@@ -87,7 +99,9 @@ def export(spec: ModelSpec) -> dict:
     folder = export_dir(spec)
     source = spec.source if spec.hub_id else str(spec.source_path)
     command = [export_python(), "-m", "export.radar", "--model", source, "--out", str(folder)]
-    command += ["--max-chars", str(spec.max_chars)]
+    command += ["--max-chars", str(spec.max_chars), "--task", spec.task]
+    command += ["--pooling", spec.pooling] if spec.pooling else []
+    command += [] if spec.normalize is None else ["--normalize" if spec.normalize else "--no-normalize"]
     print(f"exporting {spec.name} from {source} into {folder} (checked against PyTorch)", file=sys.stderr, flush=True)
     (folder / STAMP).unlink(missing_ok=True)
     last = deque(maxlen=1)  # the export's last words: its error where it fails
@@ -98,7 +112,7 @@ def export(spec: ModelSpec) -> dict:
                 last.append(line.strip())
     if running.returncode != 0:
         reason = last[0].removeprefix("error: ") if last else f"exit status {running.returncode}"
-        raise spec.error("source", f"cannot be exported as a sequence classifier ({reason})", "see docs/MODELS.md")
+        raise spec.error("source", f"cannot be exported as {WHAT[spec.task]} ({reason})", "see docs/MODELS.md")
     folder.mkdir(parents=True, exist_ok=True)
     (folder / STAMP).write_text(json.dumps(stamp(spec)) + "\n")
     return json.loads((folder / "export.json").read_text())
@@ -112,7 +126,7 @@ def require_label_count(spec: ModelSpec, count: int) -> None:
 
 def check_label_count(spec: ModelSpec) -> None:
     """The spec's `labels` against the checkpoint's config, before any export: a count that disagrees stops here."""
-    if not spec.labels or spec.hub_id:
+    if not spec.labels or spec.hub_id or spec.task != CLASSIFICATION:
         return
     try:
         config = json.loads((spec.source_path / "config.json").read_text())
@@ -122,17 +136,26 @@ def check_label_count(spec: ModelSpec) -> None:
 
 
 def labels(spec: ModelSpec, meta: dict) -> list[str]:
-    """The label names in the classifier's column order: the spec's, else the checkpoint's id2label."""
+    """The label names in the classifier's column order: the spec's, else the checkpoint's id2label; none for an
+    encoder."""
+    if spec.task != CLASSIFICATION:
+        return []
     count = int(meta["num_labels"])
     require_label_count(spec, count)
     return list(spec.labels) or [meta["id2label"][str(index)] for index in range(count)]
 
 
-def score_outputs(config: mc.ModelConfig, count: int) -> None:
-    """Every label's probability, for the text and for each chunk, in place of one label's."""
+def width(meta: dict) -> int:
+    """The graph's output width: a classifier's label count, an encoder's dimensions."""
+    return int(meta["dimensions"] if meta.get("task") == FEATURE_EXTRACTION else meta["num_labels"])
+
+
+def answer_outputs(config: mc.ModelConfig, task: str, count: int) -> None:
+    """The text's value and each chunk's (every label's probability, or the embedding), in place of one label's."""
+    text, chunks = ANSWERS[task]
     del config.output[:]
-    config.output.add(name="SCORES", data_type=mc.TYPE_FP32, dims=[count])
-    config.output.add(name="CHUNK_SCORES", data_type=mc.TYPE_FP32, dims=[-1, count])
+    config.output.add(name=text, data_type=mc.TYPE_FP32, dims=[count])
+    config.output.add(name=chunks, data_type=mc.TYPE_FP32, dims=[-1, count])
     config.output.add(name="CHUNK_SPANS", data_type=mc.TYPE_INT32, dims=[-1, 2])
 
 
@@ -149,6 +172,7 @@ def text_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]
     meta = export(spec)
     label_names = labels(spec, meta)
     model = names(spec)
+    count = width(meta)
     entry = template("entry", model["entry"])
     del entry.parameters["canary_from"]  # the golden set is RADAR's; a spec's model is checked by its export
     for key, value in {
@@ -156,10 +180,11 @@ def text_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]
         "max_chars": spec.max_chars,
         "bucket_count": spec.bucket_count,
         DOOR_ROUTE: spec.door_route,
-        "labels": json.dumps(label_names, ensure_ascii=False),
     }.items():
         set_parameter(entry, key, value)
-    score_outputs(entry, len(label_names))
+    if label_names:
+        set_parameter(entry, "labels", json.dumps(label_names, ensure_ascii=False))
+    answer_outputs(entry, spec.task, count)
     step = entry.ensemble_scheduling.step[0]
     step.model_name = model["texts"]
     step.output_map.clear()
@@ -167,9 +192,10 @@ def text_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]
         step.output_map[tensor.name] = tensor.name
     texts = template("texts", model["texts"])
     set_parameter(texts, "parameters_from", model["entry"])
-    score_outputs(texts, len(label_names))
+    answer_outputs(texts, spec.task, count)
     classifier = template("classifier", model["classifier"])
-    classifier.output[0].dims[:] = [len(label_names)]
+    classifier.output[0].name = meta["outputs"][0]
+    classifier.output[0].dims[:] = [count]
     own = {key: getattr(spec, key) for key in CLASSIFIER_KEYS if key in spec.given}
     if "max_batch_size" in own:
         classifier.max_batch_size = spec.max_batch_size
@@ -204,8 +230,14 @@ def check_text(spec: ModelSpec) -> str:
     check_label_count(spec)
     meta = export(spec)
     label_names = labels(spec, meta)
-    return (
-        f"exported {spec.name}: ONNX Runtime and PyTorch logits differ by at most {meta['max_abs_diff']:.3g} "
-        f"(atol {meta['atol']:g}); labels {', '.join(label_names)}; texts chunked "
-        + (f"by {spec.max_chars} characters" if spec.max_chars else f"by the model's {meta['max_tokens']}-token limit")
+    if label_names:
+        answer = f"logits differ by at most {meta['max_abs_diff']:.3g} (atol {meta['atol']:g}); labels {', '.join(label_names)}"
+    else:
+        normalized = "L2-normalised" if meta["normalize"] else "not normalised"
+        answer = (
+            f"embeddings differ by at most {meta['max_abs_diff']:.3g} (atol {meta['atol']:g}); {meta['dimensions']} "
+            f"dimensions, {meta['pooling']} pooling, {normalized}"
+        )
+    return f"exported {spec.name}: ONNX Runtime and PyTorch {answer}; texts chunked " + (
+        f"by {spec.max_chars} characters" if spec.max_chars else f"by the model's {meta['max_tokens']}-token limit"
     )

@@ -27,11 +27,18 @@ UNBATCHED = {"centred": onnx_graphs.mixing_rows}
 # Text classifiers a user brings as Hugging Face checkpoints (tests.checkpoints, made in the export venv), each added by
 # `kit add` alone: a BERT chunked at its token limit, a DistilBERT by 120 characters. Name -> checkpoint, arguments.
 TEXT_CLASSIFIERS = {"topics": ("bert", []), "mood": ("distilbert", ["--max-chars", "120"])}
+# Text encoders, added the same way (`--task feature-extraction`): a BERT whose sentence-transformers files say mean
+# pooling and normalisation, chunked at its token limit, and an MPNet pooled by its first token, unnormalised, by 200
+# characters. Name -> checkpoint, arguments, and the pooling and normalisation the served embeddings must have.
+TEXT_ENCODERS = {
+    "sentences": ("bert_encoder", [], "mean", True),
+    "passages": ("mpnet", ["--pooling", "cls", "--max-chars", "200"], "cls", False),
+}
 
 
 @pytest.fixture(scope="session")
 def checkpoints(tmp_path_factory) -> Path:
-    """The generated checkpoints' folder: bert/ and distilbert/."""
+    """The generated checkpoints' folder (tests.checkpoints): bert/, distilbert/, bert_encoder/ and mpnet/."""
     root = tmp_path_factory.mktemp("checkpoints")
     subprocess.run([export_python(), "-m", "tests.checkpoints", "make", "--out", str(root)], cwd=REPO_ROOT, check=True)
     return root
@@ -47,6 +54,9 @@ def brought_models(tmp_path_factory, checkpoints) -> dict[str, ModelSpec]:
         assert kit_main(args) == 0
     for name, (checkpoint, options) in TEXT_CLASSIFIERS.items():
         args = ["add", name, "--task", "text-classification", "--from", str(checkpoints / checkpoint), *options]
+        assert kit_main([*args, "--models", str(root / "models")]) == 0
+    for name, (checkpoint, options, _, _) in TEXT_ENCODERS.items():
+        args = ["add", name, "--task", "feature-extraction", "--from", str(checkpoints / checkpoint), *options]
         assert kit_main([*args, "--models", str(root / "models")]) == 0
     return read_specs(root / "models")
 

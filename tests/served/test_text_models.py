@@ -18,9 +18,9 @@ from tritonclient.utils import InferenceServerException
 from clients.text import TextClassifierClient
 from kit.control.configs import REPO_ROOT, parameters
 from kit.control.repository import resolved
-from kit.control.text_task import export_python
+from kit.control.text_task import export_python, names
 from samples.texts import MULTILINGUAL, sample_texts
-from tests.served.conftest import TEXT_CLASSIFIERS
+from tests.served.conftest import TEXT_CLASSIFIERS, TEXT_ENCODERS
 from tests.served.test_door_routes import assert_problem, call, running_door
 
 OUTPUTS = ("SCORES", "CHUNK_SCORES", "CHUNK_SPANS")
@@ -154,16 +154,18 @@ def test_the_door_refuses_an_empty_text_with_a_clear_4xx(model, door, brought_mo
 
 
 @pytest.mark.parametrize("profile", ["cpu", "gpu", "gpu-embedded", "sim-h100"])
-def test_a_text_classifier_is_placed_in_every_profile_as_radar_is(profile, brought_models):
-    """Built for each profile, the three models of a spec run where RADAR's run (the simulated device aside, which
-    only RADAR's measured curve can drive), and the classifier serves the export's graph or checkpoint."""
+def test_a_text_model_is_placed_in_every_profile_as_radar_is(profile, brought_models):
+    """Built for each profile, the three models of a text spec (a classifier's or an encoder's) run where RADAR's run
+    (the simulated device aside, which only RADAR's measured curve can drive), and the graph model serves the export's
+    graph or checkpoint."""
     configs, files = resolved(profile, specs=brought_models)
-    for model in TEXT_CLASSIFIERS:
-        for part, radar in (("", "radar"), ("_texts", "radar_texts"), ("_classifier", "radar_classifier")):
-            config, shipped = configs[model + part], configs[radar]
+    for model in (*TEXT_CLASSIFIERS, *TEXT_ENCODERS):
+        own = names(brought_models[model])
+        for part, radar in (("entry", "radar"), ("texts", "radar_texts"), ("classifier", "radar_classifier")):
+            config, shipped = configs[own[part]], configs[radar]
             assert (config.platform, config.max_batch_size) == (shipped.platform, shipped.max_batch_size)
             if profile != "sim-h100":
                 assert (config.backend, list(config.instance_group)) == (shipped.backend, list(shipped.instance_group))
-        classifier = parameters(configs[f"{model}_classifier"])
+        classifier = parameters(configs[own["classifier"]])
         served = classifier.get("onnx_model") or classifier.get("torch_model")
-        assert served is None or served in files[f"{model}_classifier"], f"{profile}: {served} is not in the version folder"
+        assert served is None or served in files[own["classifier"]], f"{profile}: {served} is not in the version folder"

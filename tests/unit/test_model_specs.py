@@ -39,6 +39,7 @@ def spec_file(folder: Path, name: str, text: str) -> Path:
 
 GOOD = 'task = "onnx"\nsource = "../mlp.onnx"\n'
 TEXT = 'task = "text-classification"\nsource = "../labelled"\n'
+EMBED = 'task = "feature-extraction"\nsource = "../labelled"\n'
 
 
 @pytest.mark.parametrize(
@@ -66,6 +67,12 @@ TEXT = 'task = "text-classification"\nsource = "../labelled"\n'
         (TEXT + "bucket_count = 0\n", "bucket_count", "at least one length"),
         (TEXT + 'labels = ["a"]\n', "labels", "names 1 labels; the checkpoint has 2"),
         (TEXT + "labels = [1, 2]\n", "labels", "a list of strings"),
+        (TEXT + 'pooling = "mean"\n', "pooling", "is not a key of the text-classification task"),
+        (EMBED + 'pooling = "max"\n', "pooling", "one of mean, cls"),
+        (EMBED + 'normalize = "yes"\n', "normalize", "takes true or false"),
+        (EMBED + "normalize = 1\n", "normalize", "takes true or false"),
+        (EMBED + 'labels = ["a"]\n', "labels", "is not a key of the feature-extraction task"),
+        ('task = "feature-extraction"\nsource = "../mlp.onnx"\n', "source", "not a checkpoint folder"),
     ],
 )
 def test_a_mistake_in_a_spec_names_the_spec_and_the_key(graphs, tmp_path, text, key, words):

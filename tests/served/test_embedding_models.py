@@ -1,0 +1,155 @@
+"""Text encoders a user brings as Hugging Face checkpoints (`kit add NAME --task feature-extraction --from DIR`, nothing
+else; tests.served.conftest.TEXT_ENCODERS): a BERT saved with sentence-transformers' files and an MPNet without, served
+on the real server beside the shipped models. Their embeddings equal PyTorch's on the same chunks, pooled and
+normalised as sentence-transformers would (computed here from the encoder's hidden states, not by the kit's module),
+texts of a batched door request equal the same texts sent alone, concurrent texts share the encoder's executions, bad
+input fails alone, and the door serves each on its route with its dimensions in the OpenAPI document."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
+
+from clients.text import TextEmbeddingClient
+from kit.control.configs import REPO_ROOT
+from kit.control.text_task import export_python
+from samples.texts import MULTILINGUAL, sample_texts
+from tests.served.conftest import TEXT_ENCODERS
+from tests.served.test_door_routes import assert_problem, call, running_door
+
+OUTPUTS = ("EMBEDDING", "CHUNK_EMBEDDINGS", "CHUNK_SPANS")
+ATOL = 1e-4  # served (the fused graph, chunks padded to length buckets, batched) against PyTorch on each chunk alone
+BATCHING_ATOL = 1e-6  # a text sent alone against the same text in a batched request
+DIMENSIONS = 32  # tests.checkpoints' hidden size
+TEXTS = [
+    "The committee will meet on Thursday.",
+    " ".join(sample_texts(count=3, min_chars=300, max_chars=700, seed=12)),  # several chunks under either model
+    MULTILINGUAL[1],
+    "Yes.",
+]
+
+
+def pytorch(name: str, checkpoints, max_chars: int) -> list[dict]:
+    """Each text through the encoder in PyTorch (tests.checkpoints embed, in the export venv): every chunk alone."""
+    checkpoint, _, pooling, normalize = TEXT_ENCODERS[name]
+    command = [export_python(), "-m", "tests.checkpoints", "embed", "--model", str(checkpoints / checkpoint)]
+    command += ["--max-chars", str(max_chars), "--pooling", pooling] + (["--normalize"] if normalize else [])
+    done = subprocess.run(command, cwd=REPO_ROOT, input=json.dumps(TEXTS), capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def embed(url: str, model: str, text: str) -> dict[str, np.ndarray]:
+    client = grpcclient.InferenceServerClient(url)
+    try:
+        tensor = grpcclient.InferInput("TEXT", [1], "BYTES")
+        tensor.set_data_from_numpy(np.array([text.encode("utf-8")], dtype=np.object_))
+        result = client.infer(model, [tensor])
+        return {name: result.as_numpy(name) for name in OUTPUTS}
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def references(brought_models, checkpoints) -> dict[str, list[dict]]:
+    return {name: pytorch(name, checkpoints, brought_models[name].max_chars) for name in TEXT_ENCODERS}
+
+
+@pytest.mark.parametrize("model", sorted(TEXT_ENCODERS))
+def test_served_embeddings_equal_pytorch_pooled_as_sentence_transformers_does(model, server, references):
+    assert any(len(answer["spans"]) > 1 for answer in references[model]), "no text of the check took several chunks"
+    normalize = TEXT_ENCODERS[model][3]
+    for text, want in zip(TEXTS, references[model]):
+        got = embed(server.options.grpc_url, model, text)
+        assert got["EMBEDDING"].shape == (DIMENSIONS,)
+        np.testing.assert_array_equal(got["CHUNK_SPANS"], np.array(want["spans"]).reshape(-1, 2))
+        np.testing.assert_allclose(got["CHUNK_EMBEDDINGS"], want["chunks"], atol=ATOL, err_msg=f"{model}: {text[:40]}")
+        np.testing.assert_allclose(got["EMBEDDING"], want["embedding"], atol=ATOL, err_msg=f"{model}: {text[:40]}")
+        assert (abs(np.linalg.norm(got["EMBEDDING"]) - 1) < 1e-5) == normalize
+
+
+def executions(grpc_client, model: str) -> tuple[int, int]:
+    stats = grpc_client.get_inference_statistics(model).model_stats[0]
+    return stats.inference_stats.success.count, stats.execution_count
+
+
+@pytest.mark.parametrize("model", sorted(TEXT_ENCODERS))
+def test_concurrent_texts_share_executions(model, grpc_client, server, references):
+    """32 clients at once: the texts model's executions carry several clients' texts (Triton's statistics), and every
+    text is answered as alone."""
+    texts_model = f"{model}_texts"
+    before = executions(grpc_client, texts_model)
+    sent = TEXTS * 32
+    with ThreadPoolExecutor(32) as pool:
+        answers = list(pool.map(lambda text: embed(server.options.grpc_url, model, text), sent))
+    requests, runs = (a - b for a, b in zip(executions(grpc_client, texts_model), before))
+    assert requests == len(sent)
+    assert runs < requests, f"{runs} executions for {requests} texts: none carried more than one"
+    for i, answer in enumerate(answers):
+        np.testing.assert_allclose(answer["EMBEDDING"], references[model][i % len(TEXTS)]["embedding"], atol=ATOL)
+
+
+@pytest.mark.parametrize("model", sorted(TEXT_ENCODERS))
+def test_an_empty_text_fails_alone_among_good_ones(model, server, references):
+    with ThreadPoolExecutor(9) as pool:
+        good = [pool.submit(embed, server.options.grpc_url, model, text) for text in TEXTS * 2]
+        bad = pool.submit(embed, server.options.grpc_url, model, "  \n ")
+        with pytest.raises(InferenceServerException) as caught:
+            bad.result()
+        for i, answer in enumerate(good):
+            np.testing.assert_allclose(answer.result()["EMBEDDING"], references[model][i % len(TEXTS)]["embedding"], atol=ATOL)
+    assert caught.value.status() == "StatusCode.INVALID_ARGUMENT"
+    assert "empty" in caught.value.message(), caught.value.message()
+
+
+@pytest.fixture(scope="module")
+def door(server, tmp_path_factory):
+    with running_door(server.options.grpc_url, tmp_path_factory.mktemp("door") / "door.log") as running:
+        yield running
+
+
+@pytest.mark.parametrize("model", sorted(TEXT_ENCODERS))
+def test_the_door_serves_a_text_encoder_and_documents_its_dimensions(model, door, brought_models, references):
+    route = brought_models[model].door_route
+    together = call(door, "POST", route, json={"texts": TEXTS})
+    assert together.status == 200, together.data[:500]
+    for text, answer, want in zip(TEXTS, together.json(), references[model]):
+        alone = call(door, "POST", route, json={"text": text})
+        assert alone.status == 200, alone.data[:500]
+        # Batched with others, a chunk may be padded to a longer bucket and summed in another order: float noise only.
+        assert [[c["start"], c["end"]] for c in alone.json()["chunks"]] == [[c["start"], c["end"]] for c in answer["chunks"]]
+        np.testing.assert_allclose(alone.json()["embedding"], answer["embedding"], atol=BATCHING_ATOL, rtol=0)
+        np.testing.assert_allclose(answer["embedding"], want["embedding"], atol=ATOL)
+        assert [[c["start"], c["end"]] for c in answer["chunks"]] == want["spans"]
+        np.testing.assert_allclose([c["embedding"] for c in answer["chunks"]], want["chunks"], atol=ATOL)
+    document = call(door, "GET", "/openapi.json").json()
+    result = document["paths"][route]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
+    schema = document["components"]["schemas"][result["anyOf"][0]["$ref"].rsplit("/", 1)[1]]
+    embedding = schema["properties"]["embedding"]
+    assert (embedding["minItems"], embedding["maxItems"]) == (DIMENSIONS, DIMENSIONS), embedding
+
+
+@pytest.mark.parametrize("model", sorted(TEXT_ENCODERS))
+def test_the_door_refuses_an_empty_text_with_a_clear_4xx(model, door, brought_models):
+    answer = call(door, "POST", brought_models[model].door_route, json={"texts": ["A good text.", " "]})
+    body = assert_problem(answer, 422, "invalid-request")
+    assert "texts" in body["detail"], body
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http", "door"])
+def test_the_embedding_client_answers_on_every_transport(protocol, server, door, references):
+    url = {"grpc": server.options.grpc_url, "http": server.options.http_url, "door": door.url}[protocol]
+    client = TextEmbeddingClient("sentences", url, protocol)
+    try:
+        results = client.embed_many(TEXTS)
+    finally:
+        client.close()
+    for result, want in zip(results, references["sentences"]):
+        np.testing.assert_allclose(result.embedding, want["embedding"], atol=ATOL)
+        assert [[start, end] for start, end, _ in result.chunks] == want["spans"]
+        np.testing.assert_allclose([row for _, _, row in result.chunks], want["chunks"], atol=ATOL)
