@@ -38,7 +38,11 @@ from perf.workloads.tensor import TensorModelWorkload
 from perf.workloads.text import TextModelWorkload
 
 MODEL_WORKLOAD = "model"  # perf/specs/model.json's: the workload comes from --model
-MODEL_WORKLOADS = {"onnx": TensorModelWorkload, "text-classification": TextModelWorkload}  # by the spec's task
+MODEL_WORKLOADS = {  # by the spec's task
+    "onnx": TensorModelWorkload,
+    "text-classification": TextModelWorkload,
+    "feature-extraction": TextModelWorkload,
+}
 
 
 def committed() -> list[tuple]:

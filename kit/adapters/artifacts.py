@@ -29,8 +29,13 @@ def radar_pipeline(folder: Path, settings: RadarSettings) -> RadarPipeline:
         max_batch=settings.max_batch,
         ai_label_index=int(meta.get("ai_label_index", 0)),
         head=Head(softmax=not embedder, normalize=embedder and bool(meta["normalize"])),
-        output=meta.get("outputs", ["logits"])[0],
+        output=graph_output(folder),
     )
+
+
+def graph_output(folder: Path) -> str:
+    """The output of the text graph export.radar wrote into `folder`: a classifier's logits, an encoder's embeddings."""
+    return json.loads((folder / "export.json").read_text()).get("outputs", ["logits"])[0]
 
 
 def cost_model(path: Path) -> CostModel:

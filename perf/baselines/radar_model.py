@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kit.adapters.artifacts import radar_pipeline
+from kit.adapters.artifacts import graph_output, radar_pipeline
 from kit.adapters.settings import RadarSettings
 from kit.pipelines.text.radar import TextPlan, decode_text
 from kit.runners.onnx import make_session
@@ -36,16 +36,18 @@ RUNNERS = ("onnx", "torch", "sim")
 
 
 def onnx_logits(model: Path, threads: int) -> Logits:
-    session = make_session(model, threads)
-    return lambda ids, mask: session.run(["logits"], {"input_ids": ids, "attention_mask": mask})[0]
+    """A graph of an export folder, by the output its export.json names (an encoder's is not `logits`)."""
+    session, output = make_session(model, threads), graph_output(model.parent)
+    return lambda ids, mask: session.run([output], {"input_ids": ids, "attention_mask": mask})[0]
 
 
 def torch_logits(model_dir: Path, dtype: str, device: str) -> Logits:
     """torch is imported here only: the serve venv, where the CPU baselines run, has none."""
     from kit.runners.torch import TorchModel, TorchOptions
 
-    model = TorchModel.from_checkpoint(model_dir / "checkpoint", ["logits"], TorchOptions(dtype, device))
-    return lambda ids, mask: model({"input_ids": ids, "attention_mask": mask})["logits"]
+    output = graph_output(model_dir)
+    model = TorchModel.from_checkpoint(model_dir / "checkpoint", [output], TorchOptions(dtype, device))
+    return lambda ids, mask: model({"input_ids": ids, "attention_mask": mask})[output]
 
 
 def sim_logits(table: Path, curve: str, precision: str) -> Logits:

@@ -76,7 +76,7 @@ class Radar(Workload):
     models = ("radar", "radar_texts", "radar_classifier")
     entry, texts, workers, artifacts = "radar", "radar_texts", "radar_classifier", "radar"
     needs = ("export.json", "tokenizer.json")
-    every_label = False  # the entry answers one label's SCORE (RADAR's AI-generated one), not every label's SCORES
+    answers = ("SCORE", "CHUNK_SCORES")  # the entry's text and chunk outputs: one label's (RADAR's AI-generated one)
     request, item = "text", "chunk"
     baselines = {
         "flask": Baseline("flask", "perf.baselines.flask_radar:app", "Flask"),
@@ -215,10 +215,11 @@ class Radar(Workload):
                 expected = pipeline.finish(plan, [logits(g.input_ids, g.attention_mask) for g in plan.groups])
                 request = [tensor(name, value) for name, value in bytes_tensor("TEXT", text).items()]
                 answer = client.infer(self.entry, request, client_timeout=ACCURACY_TIMEOUT_S)
-                if self.every_label:
-                    served = {"SCORES": expected.values, "CHUNK_SCORES": expected.chunk_values}
-                else:
+                text_output, chunk_output = self.answers
+                if text_output == "SCORE":
                     served = {"SCORE": np.array([expected.score]), "CHUNK_SCORES": expected.chunk_scores}
+                else:  # every label's probabilities, or an embedding
+                    served = {text_output: expected.values, chunk_output: expected.chunk_values}
                 diffs += [float(np.abs(answer.as_numpy(name).reshape(want.shape) - want).max()) for name, want in served.items()]
         finally:
             client.close()

@@ -25,6 +25,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+from kit.adapters.artifacts import graph_output
 from kit.control.configs import SOURCE
 from kit.pipelines.text.radar import RadarPipeline
 from kit.runners.onnx import CPU, LEVELS, SERVED_LEVEL, make_session
@@ -63,8 +64,8 @@ def run_all(logits: Logits, work: list[Batch]) -> None:
 
 
 def radar_job(model: Path, rows: Rows, batch_size: int, threads: int, level: str = SERVED_LEVEL) -> Callable[[], None]:
-    session = make_session(model, threads, level=level)
-    logits = lambda ids, mask: session.run(["logits"], {"input_ids": ids, "attention_mask": mask})[0]  # noqa: E731
+    session, output = make_session(model, threads, level=level), graph_output(model.parent)
+    logits = lambda ids, mask: session.run([output], {"input_ids": ids, "attention_mask": mask})[0]  # noqa: E731
     work = batches(rows, batch_size)
     run_all(logits, work[:1])  # warm-up
     return functools.partial(run_all, logits, work)

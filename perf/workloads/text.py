@@ -1,30 +1,31 @@
-"""A text-classification spec's model (docs/MODELS.md) as a workload: `python -m perf sweep --model NAME` measures it
-as RADAR is measured, with nothing written for it.
+"""A text spec's model (text-classification or feature-extraction, docs/MODELS.md) as a workload: `python -m perf
+sweep --model NAME` measures it as RADAR is measured, with nothing written for it.
 
-It is RADAR's workload (perf.workloads.radar) on the spec's three models, `NAME`, `NAME_texts` and
-`NAME_classifier`, over the spec's export (artifacts/models/NAME): the same texts and chunking for every design, the
-same length buckets, the same graph on the same runner for the kit, the door, the hand-rolled services (which run
-RADAR's pipeline on the export: the work per chunk is the spec's model's), and the offline limit. The accuracy check
-compares every label's served probabilities with the pipeline run in-process on the graph as exported.
+It is RADAR's workload (perf.workloads.radar) on the spec's three models, `NAME`, `NAME_texts` and the graph's
+(`NAME_classifier` or `NAME_encoder`), over the spec's export (artifacts/models/NAME): the same texts and chunking for
+every design, the same length buckets, the same graph on the same runner for the kit, the door, the hand-rolled
+services (which run RADAR's pipeline on the export: the work per chunk is the spec's model's), and the offline limit.
+The accuracy check compares every label's served probabilities, or the served embeddings, with the pipeline run
+in-process on the graph as exported.
 """
 
 from __future__ import annotations
 
 from kit.control.specs import ModelSpec
 from kit.control.tasks import task_of
-from kit.control.text_task import export_dir, names
+from kit.control.text_task import ANSWERS, export_dir, names
 from perf.workloads.radar import Radar
 
 
 class TextModelWorkload(Radar):
-    """The workload of one text-classification spec's model."""
+    """The workload of one text spec's model."""
 
-    every_label = True
     sweep_spec = "model-text"  # perf/specs/model-text.json
 
     def __init__(self, spec: ModelSpec):
         model = names(spec)
         self.spec = spec
+        self.answers = ANSWERS[spec.task]
         self.name = self.title = self.artifacts = spec.name
         self.entry, self.texts, self.workers = model["entry"], model["texts"], model["classifier"]
         self.models = (self.entry, self.texts, self.workers)
