@@ -65,7 +65,12 @@ LIBDIR=$("$VPY" -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))'
 LIBPYTHON="libpython$VERSION.so.1.0"
 if [ ! -e "$LIBDIR/$LIBPYTHON" ]; then
   FOUND=$(find /usr /opt /root -name "$LIBPYTHON" -print -quit 2>/dev/null || true)
-  [ -n "$FOUND" ] || fail "$LIBPYTHON is not under $LIBDIR nor /usr, /opt, /root: the Python-backend stub cannot start"
+  if [ -z "$FOUND" ]; then
+    echo "run.sh: what this host has instead (for the next carry):"
+    find / -xdev -name 'libpython3*' 2>/dev/null | head -20
+    "$PY" -c 'import sys, sysconfig; print(sys.executable, sys.base_prefix, sysconfig.get_config_var("Py_ENABLE_SHARED"))'
+    fail "$LIBPYTHON is not under $LIBDIR nor /usr, /opt, /root: the Python-backend stub cannot start"
+  fi
   LIBDIR=$(dirname "$FOUND")
 fi
 # Only the server's processes get it (kit.control.runtime.server_env): torch and the clients keep their own libraries.
