@@ -73,10 +73,14 @@ if [ ! -e "$LIBDIR/$LIBPYTHON" ]; then
   fi
   LIBDIR=$(dirname "$FOUND")
 fi
-# Only the server's processes get it (kit.control.runtime.server_env): torch and the clients keep their own libraries.
-export KIT_STUB_LIBRARY_PATH="$LIBDIR"
+# Only the server's processes get it (kit.control.runtime.server_env), and only libpython: a folder holding that one
+# link, not the system's library folder, whose CUDA libraries (cuDNN, NCCL) would shadow the ones torch brings in the
+# stubs that run it.
+mkdir -p "$WORK/libpython"
+ln -sf "$LIBDIR/$LIBPYTHON" "$WORK/libpython/$LIBPYTHON"
+export KIT_STUB_LIBRARY_PATH="$WORK/libpython"
 for binary in bin/tritonserver backends/python/libtriton_python.so "python_backend_stubs/$VERSION/triton_python_backend_stub"; do
-  MISSING=$(LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$KIT_TRITON_DIST/$binary" | grep "not found" || true)
+  MISSING=$(LD_LIBRARY_PATH="$KIT_STUB_LIBRARY_PATH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$KIT_TRITON_DIST/$binary" | grep "not found" || true)
   [ -z "$MISSING" ] || fail "$binary misses libraries: $MISSING"
 done
 echo "run.sh: the stub finds $LIBDIR/$LIBPYTHON"
@@ -110,15 +114,31 @@ OVERRIDE='{}'
 rm -rf "$MODELS"
 "$VPY" -m deploy.gpu_host.models --out "$MODELS" --device "$DEVICE" "${TINY[@]}"
 STATUS=0
+# GPU_SWEEP_ARGS: more of the sweep's options, e.g. "--families kit" to measure again only what failed.
+# shellcheck disable=SC2086
 "$VPY" -m perf sweep --spec "$SPEC" --deadline "$DEADLINE" --override "$OVERRIDE" --out "$WORK/results" --work "$WORK/perf" \
-  || STATUS=$?
+  ${GPU_SWEEP_ARGS:-} || STATUS=$?
 
-# At most 8 files come back: the index, each part's report beside it, and everything else packed.
+# A server that did not start says why in its log, which stays on the host: its errors go to run.log, its log into
+# the pack.
+if [ "$STATUS" != 0 ]; then
+  find "$WORK/perf" -name server.log -print0 2>/dev/null | while IFS= read -r -d '' log; do
+    grep -qE "^E[0-9]|error|Error" "$log" || continue
+    echo "run.sh: $log"; grep -E "^E[0-9]|rror|Traceback|exception" "$log" | tail -15
+  done
+fi
+# At most 8 files come back: the index, each part's report beside it, and everything else packed (the servers' logs too).
 cp "$WORK/results/REPORT.md" "$OUT/REPORT.md" 2>/dev/null || echo "run.sh: the sweep wrote no index"
 for report in "$WORK"/results/*/REPORT.md; do
   [ -f "$report" ] && cp "$report" "$OUT/$(basename "$(dirname "$report")").md"
 done
-[ -d "$WORK/results" ] && "$PY" -c 'import sys, tarfile; tarfile.open(sys.argv[1], "w:gz").add(sys.argv[2], arcname="results")' \
-  "$OUT/results.tar.gz" "$WORK/results"
+[ -d "$WORK/results" ] && "$PY" - "$OUT/results.tar.gz" "$WORK/results" "$WORK/perf" <<'EOF'
+import sys, tarfile
+from pathlib import Path
+with tarfile.open(sys.argv[1], "w:gz") as pack:
+    pack.add(sys.argv[2], arcname="results")
+    for log in Path(sys.argv[3]).rglob("server.log"):
+        pack.add(log, arcname=f"logs/{log.relative_to(sys.argv[3])}")
+EOF
 echo "run.sh: done in $(($(date +%s) - START)) s, sweep exit status $STATUS"
 exit "$STATUS"
