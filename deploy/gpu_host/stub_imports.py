@@ -39,11 +39,14 @@ try:
     from deploy.triton.check_imports import check
     check(Path("model_repository"), sorted(Path("kit/adapters").glob("*_model.py")))
 except BaseException as error:
-    inner = error
-    while (inner.__cause__ or inner.__context__) is not None:
-        inner = inner.__cause__ or inner.__context__
-    files = [frame.filename for frame in traceback.extract_tb(inner.__traceback__)]
-    print(json.dumps({"error": "".join(traceback.format_exception(error))[-3000:], "files": files}))
+    chain = []
+    while error is not None:
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    print(json.dumps({
+        "error": "\\n".join(f"{type(e).__name__}: {e}" for e in chain),
+        "files": [[frame.filename for frame in traceback.extract_tb(e.__traceback__)] for e in reversed(chain)],
+    }))
     sys.exit(1)
 print(json.dumps({"numpy": numpy.__version__, "torch": torch.__version__}))
 """
@@ -59,12 +62,14 @@ def package_of(filename: str) -> str | None:
     return None
 
 
-def culprit(files: list[str], stub_site: Path) -> str | None:
-    """The host package whose own code raised: the innermost site-packages frame not of a needed package."""
-    for filename in reversed(files):
-        name = package_of(filename)
-        if name and name not in NEEDED and not Path(filename).resolve().is_relative_to(stub_site):
-            return name
+def culprit(chain: list[list[str]], stub_site: Path) -> str | None:
+    """The host package whose own code raised: the innermost site-packages frame not of a needed package, in the
+    innermost exception that has one (`chain`: each exception's frames, the innermost exception first)."""
+    for files in chain:
+        for filename in reversed(files):
+            name = package_of(filename)
+            if name and name not in NEEDED and not Path(filename).resolve().is_relative_to(stub_site):
+                return name
     return None
 
 
