@@ -45,20 +45,23 @@ from perf.engine.spec import graph_runs, probe_load, sweep_loads
 from perf.engine.targets import make_target, variant_profile
 from perf.engine.workload import Workload
 
-# A tree sent without .git (the GPU host's copy) names its commit here: run.sh reads it from the carry's manifest.
+# The GPU host's copy of the tree names its commit here (run.sh reads it from the carry's manifest): that copy may
+# hold no .git, or a stale one from an earlier copy, which would name another commit.
 COMMIT_ENV = "KIT_COMMIT"
 LOG_TAIL_LINES = 30
 
 
 def source_commit(root: Path = REPO_ROOT) -> str:
-    """The commit of the code that ran: the working tree's where it has git (perf.engine.revision), else
-    $KIT_COMMIT (a tree sent without .git), else "unknown"."""
+    """The commit of the code that ran: $KIT_COMMIT where set (the GPU host's copy), else the working tree's where it
+    has git (perf.engine.revision), else "unknown"."""
+    if os.environ.get(COMMIT_ENV):
+        return os.environ[COMMIT_ENV]
     if (root / ".git").exists():
         try:
             return tree_commit(root)
         except (OSError, subprocess.SubprocessError):  # no git on this host
             pass
-    return os.environ.get(COMMIT_ENV) or "unknown"
+    return "unknown"
 
 
 def machine() -> dict:
