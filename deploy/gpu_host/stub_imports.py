@@ -26,18 +26,24 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 NEEDED = frozenset({"numpy", "torch", "transformers", "tokenizers", "safetensors", "huggingface_hub", "PIL", "cv2"})
 MAX_HIDDEN = 8
 
-# Runs in a child that sees what a stub sees: the hidden packages gone, the stubs' numpy first.
+# What the stubs import: their numpy 1.x under the host's torch, and every kit module a model.py imports.
+STUB_IMPORTS = """
+import numpy, torch
+assert numpy.__version__ < "2", f"the stubs get numpy {numpy.__version__}"
+assert torch.from_numpy(numpy.arange(4, dtype=numpy.int64)).half().numpy().tolist() == [0, 1, 2, 3]
+from deploy.triton.check_imports import check
+check(Path("model_repository"), sorted(Path("kit/adapters").glob("*_model.py")))
+"""
+
+# Runs in a child that sees what a stub sees (the hidden packages gone, the stubs' own packages first) and prints
+# one JSON line: what it imported, or each exception of the failure's chain with its frames' files.
 CHILD = """
-import json, sys, traceback
+import json, sys, textwrap, traceback
 from pathlib import Path
 sys.modules.update(dict.fromkeys(json.loads(sys.argv[2])))
 sys.path.insert(0, sys.argv[1])
 try:
-    import numpy, torch
-    assert numpy.__version__ < "2", f"the stubs get numpy {numpy.__version__}"
-    assert torch.from_numpy(numpy.arange(4, dtype=numpy.int64)).half().numpy().tolist() == [0, 1, 2, 3]
-    from deploy.triton.check_imports import check
-    check(Path("model_repository"), sorted(Path("kit/adapters").glob("*_model.py")))
+    exec(textwrap.dedent(sys.argv[3]))
 except BaseException as error:
     chain = []
     while error is not None:
@@ -48,7 +54,8 @@ except BaseException as error:
         "files": [[frame.filename for frame in traceback.extract_tb(e.__traceback__)] for e in reversed(chain)],
     }))
     sys.exit(1)
-print(json.dumps({"numpy": numpy.__version__, "torch": torch.__version__}))
+versions = {name: sys.modules[name].__version__ for name in ("numpy", "torch") if name in sys.modules}
+print(json.dumps({"imported": versions}))
 """
 
 
@@ -73,9 +80,9 @@ def culprit(chain: list[list[str]], stub_site: Path) -> str | None:
     return None
 
 
-def probe(stub_site: Path, hidden: list[str]) -> dict:
+def probe(stub_site: Path, hidden: list[str], imports: str = STUB_IMPORTS) -> dict:
     child = subprocess.run(
-        [sys.executable, "-c", CHILD, str(stub_site), json.dumps(hidden)],
+        [sys.executable, "-c", CHILD, str(stub_site), json.dumps(hidden), imports],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -87,12 +94,13 @@ def probe(stub_site: Path, hidden: list[str]) -> dict:
     return json.loads(lines[-1])
 
 
-def hidden_packages(stub_site: Path) -> list[str]:
+def hidden_packages(stub_site: Path, imports: str = STUB_IMPORTS) -> list[str]:
     hidden: list[str] = []
     while True:
-        result = probe(stub_site, hidden)
+        result = probe(stub_site, hidden, imports)
         if "error" not in result:
-            print(f"stub_imports: the stubs import every model's modules (numpy {result['numpy']}, torch {result['torch']})")
+            versions = ", ".join(f"{name} {version}" for name, version in result["imported"].items())
+            print(f"stub_imports: the stubs import every model's modules ({versions})")
             return hidden
         print(result["error"].rstrip())
         name = culprit(result["files"], stub_site)

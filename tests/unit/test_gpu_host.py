@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from deploy.gpu_host import carry
+from deploy.gpu_host import carry, stub_imports
 from kit.control.runtime import DIST_ENV, STUB_LIBRARY_ENV, ServerError, ServerOptions, server_command, server_env, triton_dist
 from perf.engine import gpu
 from perf.engine.budget import POINT_OVERHEAD_S, REPORT_S, STOP_S, Budget
@@ -106,12 +106,46 @@ def test_only_the_servers_processes_get_the_stubs_library_path(monkeypatch):
     assert os.environ["LD_LIBRARY_PATH"] == "/host/lib"
 
 
-def test_a_tree_without_git_names_the_commit_the_carry_recorded(tmp_path, monkeypatch):
+def test_the_gpu_hosts_copy_names_the_commit_the_carry_recorded_even_beside_a_stale_git(tmp_path, monkeypatch):
     monkeypatch.delenv(COMMIT_ENV, raising=False)
     assert source_commit(tmp_path) == "unknown"
-    monkeypatch.setenv(COMMIT_ENV, "abc1234+changes")
-    assert source_commit(tmp_path) == "abc1234+changes"
-    assert source_commit() not in ("unknown", "abc1234+changes")  # this checkout has git
+    own = source_commit()
+    assert own != "unknown"  # this checkout has git
+    monkeypatch.setenv(COMMIT_ENV, "abc1234")
+    assert source_commit(tmp_path) == "abc1234"
+    # The host's copy came with an earlier copy's .git once, and the runs named that copy's commit.
+    assert source_commit() == "abc1234"
+
+
+def fake_site_package(root, name, code):
+    package = root / "site-packages" / name
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(code)
+    return str(package / "__init__.py")
+
+
+def test_the_stubs_hide_the_host_package_whose_own_code_raised(tmp_path):
+    scipy = fake_site_package(tmp_path, "scipy", "")
+    transformers = str(tmp_path / "site-packages" / "transformers" / "utils.py")
+    stubs = tmp_path / "stub-wheels"
+    # innermost exception first: importlib's own frames carry no package, the next exception's do
+    chain = [["<frozen importlib._bootstrap>"], [transformers, scipy, "<frozen importlib._bootstrap>"]]
+    assert stub_imports.culprit(chain, stubs) == "scipy"
+    assert stub_imports.culprit([[transformers]], stubs) is None  # the kit needs transformers: nothing to hide
+    assert stub_imports.culprit([[str(stubs / "numpy" / "__init__.py")]], stubs) is None
+    assert stub_imports.package_of(str(tmp_path / "site-packages" / "six.py")) == "six"
+    assert stub_imports.package_of("/usr/lib/python3.12/importlib/__init__.py") is None
+
+
+def test_stub_imports_hides_a_package_that_fails_under_the_stubs_numpy_and_what_imports_it(tmp_path, monkeypatch):
+    """As on the GPU host: SciPy fails under the stubs' numpy 1.x, scikit-learn imports SciPy, and a needed package
+    imports scikit-learn only where importlib finds it (as transformers does). Both are hidden, one probe at a time,
+    and then the imports succeed."""
+    fake_site_package(tmp_path, "scipy", "raise AttributeError(\"module 'numpy' has no attribute 'long'\")\n")
+    fake_site_package(tmp_path, "sklearn", "import scipy\n")
+    optional = "import importlib.util\nif importlib.util.find_spec('sklearn'):\n    import sklearn\n"
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site-packages"))
+    assert stub_imports.hidden_packages(tmp_path / "stub-wheels", imports=optional) == ["scipy", "sklearn"]
 
 
 def test_the_baselines_refuse_an_unknown_runner(tmp_path, monkeypatch):
