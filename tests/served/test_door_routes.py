@@ -34,6 +34,7 @@ from kit.control.runtime import free_port
 from samples.images import document, health_code
 from samples.texts import sample_texts
 from tests.conftest import REPO_ROOT
+from tests.served.conftest import BROUGHT, TEXT_CLASSIFIERS, TEXT_ENCODERS, UNBATCHED
 from tests.served.reliability import wait_for
 
 PROBLEM = "application/problem+json"
@@ -311,7 +312,7 @@ def test_readiness_ids_and_metrics(door):
         "triton": True,
         "models": {
             **{model: True for model in ("radar", "ocr", "health_code", "resnet50")},
-            **{model: True for model in ("scorer", "pooler", "centred", "topics", "mood")},  # users' (served/conftest.py)
+            **{model: True for model in (*BROUGHT, *UNBATCHED, *TEXT_CLASSIFIERS, *TEXT_ENCODERS)},  # the users' specs
         },
         "dead_stubs": [],
         "stubs_visible": True,
