@@ -26,9 +26,11 @@ from clients.results import EMBEDDING_OUTPUTS, LABELLED_OUTPUTS, EmbeddingResult
 from clients.triton import RetryPolicy
 
 
-class TextClassifierClient(ModelClient):
-    """Thread-safe synchronous client of a text classifier's entry model; `classify_many` keeps `concurrency` in
-    flight."""
+class TextModelClient(ModelClient):
+    """Thread-safe synchronous client of a text spec's entry model (one text per request, its `OUTPUTS`);
+    `map` keeps `concurrency` in flight."""
+
+    OUTPUTS: list[str]
 
     def __init__(
         self,
@@ -40,39 +42,40 @@ class TextClassifierClient(ModelClient):
         api_key: str | None = None,
         route: str | None = None,
     ):
-        super().__init__(model, LABELLED_OUTPUTS, url, protocol, concurrency, retry=retry, api_key=api_key, route=route)
+        super().__init__(model, self.OUTPUTS, url, protocol, concurrency, retry=retry, api_key=api_key, route=route)
+
+    def ask(self, text: str | bytes) -> dict:
+        """The door's JSON answer, or Triton's outputs by name."""
+        if self.door:
+            return self.door.post(self.route, {"text": text.decode("utf-8") if isinstance(text, bytes) else text})
+        return self.infer(text_tensor(text))
+
+
+class TextClassifierClient(TextModelClient):
+    """A text classifier's client: its most probable label and every label's probability, per text and chunk."""
+
+    OUTPUTS = LABELLED_OUTPUTS
+
+    def __init__(self, model: str, url: str, protocol: str = "grpc", *args, **kwargs):
+        super().__init__(model, url, protocol, *args, **kwargs)
         self.labels = None if self.door else served_labels(self.clients.get(), model)
 
     def classify(self, text: str | bytes) -> LabelledResult:
-        if self.door:
-            body = {"text": text.decode("utf-8") if isinstance(text, bytes) else text}
-            return LabelledResult.from_answer(self.door.post(self.route, body))
-        return LabelledResult.from_outputs(self.labels, self.infer(text_tensor(text)))
+        answer = self.ask(text)
+        return LabelledResult.from_answer(answer) if self.door else LabelledResult.from_outputs(self.labels, answer)
 
     def classify_many(self, texts: list[str | bytes]) -> list[LabelledResult | InferenceServerException | DoorError]:
         return self.map(self.classify, texts)
 
 
-class TextEmbeddingClient(ModelClient):
-    """Thread-safe synchronous client of a text encoder's entry model; `embed_many` keeps `concurrency` in flight."""
+class TextEmbeddingClient(TextModelClient):
+    """A text encoder's client: each text's embedding and its chunks'."""
 
-    def __init__(
-        self,
-        model: str,
-        url: str,
-        protocol: str = "grpc",
-        concurrency: int = 8,
-        retry: RetryPolicy = RetryPolicy(),
-        api_key: str | None = None,
-        route: str | None = None,
-    ):
-        super().__init__(model, EMBEDDING_OUTPUTS, url, protocol, concurrency, retry=retry, api_key=api_key, route=route)
+    OUTPUTS = EMBEDDING_OUTPUTS
 
     def embed(self, text: str | bytes) -> EmbeddingResult:
-        if self.door:
-            body = {"text": text.decode("utf-8") if isinstance(text, bytes) else text}
-            return EmbeddingResult.from_answer(self.door.post(self.route, body))
-        return EmbeddingResult.from_outputs(self.infer(text_tensor(text)))
+        answer = self.ask(text)
+        return EmbeddingResult.from_answer(answer) if self.door else EmbeddingResult.from_outputs(answer)
 
     def embed_many(self, texts: list[str | bytes]) -> list[EmbeddingResult | InferenceServerException | DoorError]:
         return self.map(self.embed, texts)
