@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-import tritonclient.grpc as grpcclient
-from tritonclient.utils import InferenceServerException
 
 from clients.text import TextEmbeddingClient
 from kit.control.configs import REPO_ROOT
@@ -22,6 +19,7 @@ from kit.control.text_task import export_python
 from samples.texts import MULTILINGUAL, sample_texts
 from tests.served.conftest import TEXT_ENCODERS
 from tests.served.test_door_routes import assert_problem, call, running_door
+from tests.served.text_specs import ask, assert_empty_text_fails_alone, assert_texts_share_executions
 
 OUTPUTS = ("EMBEDDING", "CHUNK_EMBEDDINGS", "CHUNK_SPANS")
 ATOL = 1e-4  # served (the fused graph, chunks padded to length buckets, batched) against PyTorch on each chunk alone
@@ -45,14 +43,7 @@ def pytorch(name: str, checkpoints, max_chars: int) -> list[dict]:
 
 
 def embed(url: str, model: str, text: str) -> dict[str, np.ndarray]:
-    client = grpcclient.InferenceServerClient(url)
-    try:
-        tensor = grpcclient.InferInput("TEXT", [1], "BYTES")
-        tensor.set_data_from_numpy(np.array([text.encode("utf-8")], dtype=np.object_))
-        result = client.infer(model, [tensor])
-        return {name: result.as_numpy(name) for name in OUTPUTS}
-    finally:
-        client.close()
+    return ask(url, model, text, OUTPUTS)
 
 
 @pytest.fixture(scope="module")
@@ -73,38 +64,23 @@ def test_served_embeddings_equal_pytorch_pooled_as_sentence_transformers_does(mo
         assert (abs(np.linalg.norm(got["EMBEDDING"]) - 1) < 1e-5) == normalize
 
 
-def executions(grpc_client, model: str) -> tuple[int, int]:
-    stats = grpc_client.get_inference_statistics(model).model_stats[0]
-    return stats.inference_stats.success.count, stats.execution_count
+def as_alone(references, model: str):
+    """Each answer's EMBEDDING equals its text's reference, as the text sent alone."""
+
+    def check(i, answer):
+        np.testing.assert_allclose(answer["EMBEDDING"], references[model][i]["embedding"], atol=ATOL)
+
+    return check
 
 
 @pytest.mark.parametrize("model", sorted(TEXT_ENCODERS))
 def test_concurrent_texts_share_executions(model, grpc_client, server, references):
-    """32 clients at once: the texts model's executions carry several clients' texts (Triton's statistics), and every
-    text is answered as alone."""
-    texts_model = f"{model}_texts"
-    before = executions(grpc_client, texts_model)
-    sent = TEXTS * 32
-    with ThreadPoolExecutor(32) as pool:
-        answers = list(pool.map(lambda text: embed(server.options.grpc_url, model, text), sent))
-    requests, runs = (a - b for a, b in zip(executions(grpc_client, texts_model), before))
-    assert requests == len(sent)
-    assert runs < requests, f"{runs} executions for {requests} texts: none carried more than one"
-    for i, answer in enumerate(answers):
-        np.testing.assert_allclose(answer["EMBEDDING"], references[model][i % len(TEXTS)]["embedding"], atol=ATOL)
+    assert_texts_share_executions(grpc_client, server.options.grpc_url, model, TEXTS, OUTPUTS, as_alone(references, model))
 
 
 @pytest.mark.parametrize("model", sorted(TEXT_ENCODERS))
 def test_an_empty_text_fails_alone_among_good_ones(model, server, references):
-    with ThreadPoolExecutor(9) as pool:
-        good = [pool.submit(embed, server.options.grpc_url, model, text) for text in TEXTS * 2]
-        bad = pool.submit(embed, server.options.grpc_url, model, "  \n ")
-        with pytest.raises(InferenceServerException) as caught:
-            bad.result()
-        for i, answer in enumerate(good):
-            np.testing.assert_allclose(answer.result()["EMBEDDING"], references[model][i % len(TEXTS)]["embedding"], atol=ATOL)
-    assert caught.value.status() == "StatusCode.INVALID_ARGUMENT"
-    assert "empty" in caught.value.message(), caught.value.message()
+    assert_empty_text_fails_alone(server.options.grpc_url, model, TEXTS, OUTPUTS, as_alone(references, model))
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,58 @@
+"""What the served tests of the text models a spec brings share (test_text_models, test_embedding_models): one text
+to an entry over gRPC, and the two batching checks every text model owes: concurrent texts share the texts model's
+executions (Triton's statistics) and each is answered as alone; an empty text fails alone among good ones."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
+
+# check(i, answer): the answer to the i-th text sent equals that text's reference
+Check = Callable[[int, dict[str, np.ndarray]], None]
+
+
+def ask(url: str, model: str, text: str, outputs: tuple[str, ...]) -> dict[str, np.ndarray]:
+    client = grpcclient.InferenceServerClient(url)
+    try:
+        tensor = grpcclient.InferInput("TEXT", [1], "BYTES")
+        tensor.set_data_from_numpy(np.array([text.encode("utf-8")], dtype=np.object_))
+        result = client.infer(model, [tensor])
+        return {name: result.as_numpy(name) for name in outputs}
+    finally:
+        client.close()
+
+
+def executions(grpc_client, model: str) -> tuple[int, int]:
+    stats = grpc_client.get_inference_statistics(model).model_stats[0]
+    return stats.inference_stats.success.count, stats.execution_count
+
+
+def assert_texts_share_executions(grpc_client, url: str, model: str, texts: list[str], outputs: tuple, check: Check) -> None:
+    """32 clients at once, each text sent 32 times: NAME_texts' executions carry several texts, each answered as alone."""
+    texts_model = f"{model}_texts"
+    before = executions(grpc_client, texts_model)
+    sent = texts * 32
+    with ThreadPoolExecutor(32) as pool:
+        answers = list(pool.map(lambda text: ask(url, model, text, outputs), sent))
+    requests, runs = (a - b for a, b in zip(executions(grpc_client, texts_model), before))
+    assert requests == len(sent)
+    assert runs < requests, f"{runs} executions for {requests} texts: none carried more than one"
+    for i, answer in enumerate(answers):
+        check(i % len(texts), answer)
+
+
+def assert_empty_text_fails_alone(url: str, model: str, texts: list[str], outputs: tuple, check: Check) -> None:
+    with ThreadPoolExecutor(9) as pool:
+        good = [pool.submit(ask, url, model, text, outputs) for text in texts * 2]
+        bad = pool.submit(ask, url, model, "  \n ", outputs)
+        with pytest.raises(InferenceServerException) as caught:
+            bad.result()
+        for i, answer in enumerate(good):
+            check(i % len(texts), answer.result())
+    assert caught.value.status() == "StatusCode.INVALID_ARGUMENT"
+    assert "empty" in caught.value.message(), caught.value.message()
