@@ -13,7 +13,7 @@ the GPU over every point), `budget` (estimates for a deadline: perf.engine.budge
 targets judged in the report: perf.engine.verdicts), `accuracy` (served results against the workload's
 direct reference). `extends` names a spec this one overrides key by key; a spec with a `suite` holds
 several specs (name -> spec, each may `extends` another file) run one after another into subfolders,
-under one deadline.
+under one deadline; a part set to null leaves out the part of the spec it extends.
 """
 
 from __future__ import annotations
@@ -60,6 +60,8 @@ def load_spec(name_or_path: str) -> dict:
     path = spec_path(name_or_path)
     spec = read_spec(path)
     spec.pop("path", None)
+    if "suite" in spec:
+        spec["suite"] = {name: part for name, part in spec["suite"].items() if part is not None}
     for name, part in spec.get("suite", {}).items():
         if "extends" in part:
             part = spec["suite"][name] = merged(read_spec(spec_path(part.pop("extends"))), part)

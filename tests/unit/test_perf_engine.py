@@ -179,6 +179,8 @@ def test_a_spec_extends_another_key_by_key_and_a_suite_names_its_parts(tmp_path)
     assert child["window"] == {"warmup_s": 1, "duration_s": 5} and child["model"] == "m"
     suite = load_spec("gpu-quick")
     assert list(suite["suite"]) == ["radar", "resnet"] and suite["suite"]["radar"]["path"].endswith("gpu-quick.json#radar")
+    short = load_spec("gpu-short")  # `"resnet": null` leaves out the part it would extend
+    assert list(short["suite"]) == ["radar"] and short["suite"]["radar"]["goals"] == load_spec("gpu")["suite"]["radar"]["goals"]
 
 
 @pytest.mark.parametrize(
