@@ -19,9 +19,9 @@ import sys
 from pathlib import Path
 
 from kit.control.configs import REPO_ROOT, SOURCE, RepositoryError, source_models
-from kit.control.specs import CHECKPOINT_TASKS, HUB_ID, MODELS, NAME, POOLINGS, check_routes, read_spec, read_specs, spec_text
+from kit.control.exports import export, export_dir, exported
+from kit.control.specs import HUB_ID, MODELS, NAME, POOLINGS, check_routes, read_spec, read_specs, spec_text
 from kit.control.tasks import TASKS, servable_specs, task_of
-from kit.control.text_task import export, export_dir, exported
 
 
 def source_text(source: Path, folder: Path) -> str:
@@ -92,10 +92,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wrote {path}; `make serve` serves it at {read_spec(path).door_route} (docs/MODELS.md)")
         elif args.command == "export":
             for spec in read_specs(args.models).values():
-                if spec.task in CHECKPOINT_TASKS:
-                    state = "up to date" if exported(spec) is not None else "exporting"
+                exporter = task_of(spec).exporter
+                if exporter is not None:
+                    state = "up to date" if exported(spec, exporter) is not None else "exporting"
                     print(f"{spec.name}: {state} ({export_dir(spec)})", flush=True)
-                    export(spec)
+                    export(spec, exporter)
         else:
             for spec in read_specs(args.models).values():
                 config = task_of(spec).models(spec)[spec.name].config

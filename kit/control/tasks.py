@@ -11,9 +11,10 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2 as mc
 
 from kit.control.configs import RepositoryError
+from kit.control.exports import Exporter
 from kit.control.onnx_task import check_graph, graph_files, onnx_config
 from kit.control.specs import ModelSpec, SpecError, check_routes, read_spec
-from kit.control.text_task import check_text, text_configs, text_files
+from kit.control.text_task import EXPORTERS, check_text, text_configs, text_files
 
 # What a generated model takes of its template's placement in a profile: where and how it runs (instances, threads,
 # batch cap, runner, GPUs and precision), not what was tuned or measured for the template's own network (its queue
@@ -52,6 +53,7 @@ class Task:
     models: Callable[[ModelSpec], dict[str, Generated]]
     files: Callable[[ModelSpec], dict[str, dict[str, Path]]]  # by model, each file by its name in the version folder
     check: Callable[[ModelSpec], str]  # what it checked, in words
+    exporter: Exporter | None = None  # how its checkpoints are exported (kit.control.exports); None: served as given
 
 
 def onnx_models(spec: ModelSpec) -> dict[str, Generated]:
@@ -68,8 +70,7 @@ def text_models(spec: ModelSpec) -> dict[str, Generated]:
 
 TASKS = {
     "onnx": Task(onnx_models, lambda spec: {spec.name: graph_files(spec)}, onnx_check),
-    "text-classification": Task(text_models, text_files, check_text),
-    "feature-extraction": Task(text_models, text_files, check_text),
+    **{task: Task(text_models, text_files, check_text, exporter) for task, exporter in EXPORTERS.items()},
 }
 
 

@@ -13,30 +13,23 @@ answers EMBEDDING [dimensions] (the chunks' embeddings, weighted by length, L2-n
 normalises), CHUNK_EMBEDDINGS [chunks, dimensions] and CHUNK_SPANS: a text within the token limit is one chunk,
 whose embedding is the encoder's on the whole text, as sentence-transformers computes it.
 
-The export (export.radar, in the export virtualenv: it needs PyTorch) runs at `kit add` and again at build time
-whenever the checkpoint or the spec's chunking changed since; it checks the graph against PyTorch and measures the
-chunk lengths the buckets are chosen from. Its files live in artifacts/models/NAME.
+The export (export.radar, run by kit.control.exports at `kit add` and again whenever the checkpoint or the spec's
+chunking changed since) checks the graph against PyTorch and measures the chunk lengths the buckets are chosen from.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import subprocess
-import sys
-from collections import deque
 from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from kit.control.configs import ARTIFACTS, REPO_ROOT, SOURCE, copy_config, load_source_config, set_parameter
+from kit.control import exports
+from kit.control.configs import SOURCE, copy_config, load_source_config, set_parameter
+from kit.control.exports import Exporter, export_dir
 from kit.control.specs import DOOR_ROUTE, ModelSpec
 
 TEMPLATES = {"entry": "radar", "texts": "radar_texts", "classifier": "radar_classifier"}
-EXPORTS = ARTIFACTS / "models"
-EXPORT_PYTHON_ENV = "KIT_EXPORT_PYTHON"  # the Python with PyTorch that runs exports (default: the export venv's)
-STAMP = ".source"  # what an export was made from: the source, its files' sizes and times, the chunking
 CLASSIFIER_KEYS = ("max_batch_size", "preferred_batch_size", "max_queue_delay_microseconds", "instances")
 CLASSIFIER_FILES = ("model.onnx", "model.onnx.data", "model.cpu.onnx", "model.fused.onnx", "model.fused.onnx.data", "checkpoint")
 TEXT_FILES = ("tokenizer.json", "export.json", "token_lengths.json")
@@ -54,68 +47,22 @@ def names(spec: ModelSpec) -> dict[str, str]:
     return {"entry": spec.name, "texts": f"{spec.name}_texts", "classifier": spec.name + GRAPH_SUFFIX[spec.task]}
 
 
-def export_dir(spec: ModelSpec) -> Path:
-    return EXPORTS / spec.name
+def text_options(spec: ModelSpec) -> list[str]:
+    options = ["--max-chars", str(spec.max_chars), "--task", spec.task]
+    options += ["--pooling", spec.pooling] if spec.pooling else []
+    return options + ([] if spec.normalize is None else ["--normalize" if spec.normalize else "--no-normalize"])
 
 
-def stamp(spec: ModelSpec) -> dict:
-    """What the export depends on: a hub id as written; a folder by its files' sizes and modification times."""
-    if spec.hub_id:
-        source = spec.source
-    else:
-        files = sorted(p for p in spec.source_path.rglob("*") if p.is_file())
-        digest = hashlib.sha256()
-        for path in files:
-            info = path.stat()
-            digest.update(f"{path.relative_to(spec.source_path)}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
-        source = f"{spec.source_path}#{digest.hexdigest()}"
+def text_depends(spec: ModelSpec) -> dict:
     embedding = {"task": spec.task, "pooling": spec.pooling, "normalize": spec.normalize}
-    return {"source": source, "max_chars": spec.max_chars} | (embedding if spec.task == FEATURE_EXTRACTION else {})
+    return {"max_chars": spec.max_chars} | (embedding if spec.task == FEATURE_EXTRACTION else {})
 
 
-def exported(spec: ModelSpec) -> dict | None:
-    """export.json of the spec's export where it is the export of the spec's source as it is now; else None."""
-    folder = export_dir(spec)
-    try:
-        if json.loads((folder / STAMP).read_text()) != stamp(spec):
-            return None
-        return json.loads((folder / "export.json").read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def export_python() -> str:
-    """The export runs where PyTorch is: $KIT_EXPORT_PYTHON, else the export virtualenv, else this Python."""
-    chosen = os.environ.get(EXPORT_PYTHON_ENV)
-    venv = REPO_ROOT / ".venv" / "export" / "bin" / "python"
-    return chosen or (str(venv) if venv.exists() else sys.executable)
+EXPORTERS = {task: Exporter("export.radar", text_options, text_depends, what) for task, what in WHAT.items()}
 
 
 def export(spec: ModelSpec) -> dict:
-    """The spec's export, made now if it is missing or stale (its progress on stderr); SpecError when it fails."""
-    meta = exported(spec)
-    if meta is not None:
-        return meta
-    folder = export_dir(spec)
-    source = spec.source if spec.hub_id else str(spec.source_path)
-    command = [export_python(), "-m", "export.radar", "--model", source, "--out", str(folder)]
-    command += ["--max-chars", str(spec.max_chars), "--task", spec.task]
-    command += ["--pooling", spec.pooling] if spec.pooling else []
-    command += [] if spec.normalize is None else ["--normalize" if spec.normalize else "--no-normalize"]
-    print(f"exporting {spec.name} from {source} into {folder} (checked against PyTorch)", file=sys.stderr, flush=True)
-    (folder / STAMP).unlink(missing_ok=True)
-    last = deque(maxlen=1)  # the export's last words: its error where it fails
-    with subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as running:
-        for line in running.stdout:  # its steps, as they come: the progress of a long export
-            sys.stderr.write(line)
-            if line.strip():
-                last.append(line.strip())
-    if running.returncode != 0:
-        reason = last[0].removeprefix("error: ") if last else f"exit status {running.returncode}"
-        raise spec.error("source", f"cannot be exported as {WHAT[spec.task]} ({reason})", "see docs/MODELS.md")
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / STAMP).write_text(json.dumps(stamp(spec)) + "\n")
-    return json.loads((folder / "export.json").read_text())
+    return exports.export(spec, EXPORTERS[spec.task])
 
 
 def require_label_count(spec: ModelSpec, count: int) -> None:

@@ -11,9 +11,10 @@ in-process on the graph as exported.
 
 from __future__ import annotations
 
+from kit.control.exports import export_dir
 from kit.control.specs import ModelSpec
 from kit.control.tasks import task_of
-from kit.control.text_task import ANSWERS, export_dir, names
+from kit.control.text_task import ANSWERS, names
 from perf.workloads.radar import Radar
 
 

@@ -10,11 +10,11 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from kit.control.configs import REPO_ROOT
+from kit.control.exports import export_python
 from kit.control.models import main as kit_main
 from kit.control.repository import build
 from kit.control.runtime import ServerOptions, TritonServer
 from kit.control.specs import ModelSpec, read_specs
-from kit.control.text_task import export_python
 from tests import onnx_graphs
 from tests.conftest import ARTIFACTS
 from tests.radar_reference import direct_scorer

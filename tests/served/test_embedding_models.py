@@ -15,7 +15,7 @@ import pytest
 
 from clients.text import TextEmbeddingClient
 from kit.control.configs import REPO_ROOT
-from kit.control.text_task import export_python
+from kit.control.exports import export_python
 from samples.texts import MULTILINGUAL, sample_texts
 from tests.served.conftest import TEXT_ENCODERS
 from tests.served.test_door_routes import assert_problem, call, running_door

@@ -14,8 +14,9 @@ import pytest
 
 from clients.text import TextClassifierClient
 from kit.control.configs import REPO_ROOT, parameters
+from kit.control.exports import export_python
 from kit.control.repository import resolved
-from kit.control.text_task import export_python, names
+from kit.control.text_task import names
 from samples.texts import MULTILINGUAL, sample_texts
 from tests.served.conftest import TEXT_CLASSIFIERS, TEXT_ENCODERS
 from tests.served.test_door_routes import assert_problem, call, running_door
