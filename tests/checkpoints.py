@@ -1,41 +1,56 @@
 """Small random-weight Hugging Face checkpoints of architectures the kit was not written around, and PyTorch's
-answers on them: what the served tests of the text tasks add with `kit add` and compare with. Classifiers: a BERT
-and a DistilBERT. Encoders: a BERT saved as sentence-transformers saves one (modules.json, mean pooling, normalised)
-and an MPNet (the architecture of the most used sentence-transformers checkpoints) with no such files.
+answers on them: what the served tests of the text and image tasks add with `kit add` and compare with. Classifiers:
+a BERT and a DistilBERT. Encoders: a BERT saved as sentence-transformers saves one (modules.json, mean pooling,
+normalised) and an MPNet (the architecture of the most used sentence-transformers checkpoints) with no such files.
+Image classifiers: a ViT (its processor resizes to 32x32) and a ConvNeXt (its processor resizes the shortest edge
+ConvNeXt's crop_pct way, then crops 32x32).
 
 Runs in the export virtualenv (it needs PyTorch); the served tests call it as a program:
 
-    python -m tests.checkpoints make --out DIR                       # DIR/bert, distilbert, bert_encoder, mpnet
+    python -m tests.checkpoints make --out DIR    # DIR/bert, distilbert, bert_encoder, mpnet, vit, convnext
     python -m tests.checkpoints reference --model DIR --max-chars N  # texts (JSON list) on stdin
     python -m tests.checkpoints embed --model DIR --max-chars N --pooling mean|cls [--normalize]
+    python -m tests.checkpoints classify-images --model DIR          # base64 image files (JSON list) on stdin
 
-Each checkpoint has its own WordPiece tokenizer, trained on a fixed corpus (export.standins.corpus), a fixed
-seed, a 128-token limit (so that a few hundred characters already take two chunks) and labels of its own.
+Each text checkpoint has its own WordPiece tokenizer, trained on a fixed corpus (export.standins.corpus), a fixed
+seed, a 128-token limit (so that a few hundred characters already take two chunks) and labels of its own; each image
+classifier its own processor, a fixed seed and labels of its own.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import io
 import json
 import sys
 from pathlib import Path
 
 import numpy as np
 import torch
+from PIL import Image
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import (
+    AutoImageProcessor,
     AutoModel,
+    AutoModelForImageClassification,
     AutoModelForSequenceClassification,
     BertConfig,
     BertForSequenceClassification,
     BertModel,
     BertTokenizerFast,
+    ConvNextConfig,
+    ConvNextForImageClassification,
+    ConvNextImageProcessorPil,
     DistilBertConfig,
     DistilBertForSequenceClassification,
     DistilBertTokenizerFast,
     MPNetConfig,
     MPNetModel,
     MPNetTokenizerFast,
+    ViTConfig,
+    ViTForImageClassification,
+    ViTImageProcessorPil,
 )
 
 from export.standins import corpus
@@ -50,6 +65,11 @@ LABELS = {
     "distilbert": ["negative", "positive"],
 }
 ENCODERS = ("bert_encoder", "mpnet")
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # what real ConvNeXt processors use
+IMAGE_LABELS = {
+    "vit": ["cat", "dog", "bird"],
+    "convnext": ["document", "photo"],
+}
 # sentence-transformers' files for a BERT it would pool by the mean and normalise (as all-MiniLM-L6-v2 does)
 ST_MODULES = [
     {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
@@ -75,6 +95,8 @@ def wordpiece(vocab_size: int = 3000, special: list[str] = SPECIAL) -> Tokenizer
 
 
 def make(kind: str, out: Path, seed: int = 0) -> Path:
+    if kind in IMAGE_LABELS:
+        return make_image_classifier(kind, out, seed)
     tokenizer = wordpiece(special=MPNET_SPECIAL if kind == "mpnet" else SPECIAL)
     labels = {}
     if kind in LABELS:
@@ -110,6 +132,49 @@ def make(kind: str, out: Path, seed: int = 0) -> Path:
         (folder / "1_Pooling").mkdir(exist_ok=True)
         (folder / "1_Pooling" / "config.json").write_text(json.dumps(ST_POOLING))
     return folder
+
+
+def make_image_classifier(kind: str, out: Path, seed: int = 0) -> Path:
+    """A tiny image classifier and its processor (the PIL backend's class, which saves under the usual name)."""
+    labels = IMAGE_LABELS[kind]
+    head = {
+        "num_labels": len(labels),
+        "id2label": dict(enumerate(labels)),
+        "label2id": {label: i for i, label in enumerate(labels)},
+    }
+    if kind == "vit":
+        layers = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
+        config = ViTConfig(image_size=32, patch_size=8, **layers, **head)
+        model_class, processor = ViTForImageClassification, ViTImageProcessorPil(size={"height": 32, "width": 32})
+    else:
+        # layer scale 1, not ConvNeXt's 1e-6, so that the blocks are not the identity at random weights
+        config = ConvNextConfig(num_stages=2, hidden_sizes=[16, 32], depths=[1, 1], layer_scale_init_value=1.0, **head)
+        model_class, processor = (
+            ConvNextForImageClassification,
+            ConvNextImageProcessorPil(
+                size={"shortest_edge": 32}, crop_pct=0.875, image_mean=IMAGENET_MEAN, image_std=IMAGENET_STD
+            ),
+        )
+    config.initializer_range = 0.3  # wide, so that images get visibly different scores
+    torch.manual_seed(seed)
+    folder = out / kind
+    model_class(config).eval().save_pretrained(folder)
+    processor.save_pretrained(folder)
+    return folder
+
+
+def classify_images(model_dir: Path, images: list[bytes]) -> list[list[float]]:
+    """Each encoded image decoded with PIL as RGB, through the checkpoint's own processor (PIL backend) and model, one
+    at a time: its label probabilities."""
+    processor = AutoImageProcessor.from_pretrained(model_dir, backend="pil")
+    model = AutoModelForImageClassification.from_pretrained(model_dir).eval()
+    answers = []
+    for raw in images:
+        image = Image.open(io.BytesIO(raw)).convert("RGB")
+        pixels = torch.from_numpy(processor(images=image, return_tensors="np")["pixel_values"])
+        with torch.no_grad():
+            answers.append(torch.softmax(model(pixel_values=pixels).logits, dim=-1)[0].tolist())
+    return answers
 
 
 def reference(model_dir: Path, texts: list[str], max_chars: int) -> list[dict]:
@@ -164,10 +229,14 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--max-chars", type=int, default=0)
     e.add_argument("--pooling", choices=("mean", "cls"), required=True)
     e.add_argument("--normalize", action="store_true")
+    c = sub.add_parser("classify-images")
+    c.add_argument("--model", type=Path, required=True)
     args = parser.parse_args(argv)
     if args.command == "make":
-        for kind in (*LABELS, *ENCODERS):
+        for kind in (*LABELS, *ENCODERS, *IMAGE_LABELS):
             print(make(kind, args.out))
+    elif args.command == "classify-images":
+        json.dump(classify_images(args.model, [base64.b64decode(item) for item in json.load(sys.stdin)]), sys.stdout)
     elif args.command == "embed":
         json.dump(embed(args.model, json.load(sys.stdin), args.max_chars, args.pooling, args.normalize), sys.stdout)
     else:

@@ -10,6 +10,8 @@ the same function whichever runner serves it:
   sentence-transformers computes a sentence embedding.
 - `PaddedResNet`: `pixel_values` (images zero-padded at the bottom/right) and `image_sizes` ->
   `probs`, equal to each image's unpadded result.
+- `ImageProbabilities`: an image classifier's `pixel_values`, all of its one size, -> `scores`, the softmax of its
+  logits (an image-classification spec's model, export.image_classifier).
 
 Each also has `check(inputs)`: the runner calls it on the numpy inputs before they reach the device,
 so that a request the model cannot take fails alone with a reason.
@@ -35,6 +37,7 @@ import torch
 from transformers import (
     AutoConfig,
     AutoModel,
+    AutoModelForImageClassification,
     AutoModelForSequenceClassification,
     PreTrainedModel,
     ResNetForImageClassification,
@@ -178,6 +181,23 @@ class PaddedResNet(torch.nn.Module):
         return torch.softmax(self.classifier(pooled), dim=-1)
 
 
+class ImageProbabilities(torch.nn.Module):
+    """An image classifier's label probabilities for images preprocessed to its one size."""
+
+    def __init__(self, model: PreTrainedModel):
+        super().__init__()
+        self.model = model
+        self.channels = getattr(model.config, "num_channels", 3)
+
+    def check(self, inputs: dict[str, np.ndarray]) -> None:
+        pixels = inputs["pixel_values"]
+        if pixels.ndim != 4 or pixels.shape[1] != self.channels:
+            raise ValueError(f"pixel_values {pixels.shape} must be [batch, {self.channels}, height, width]")
+
+    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(self.model(pixel_values=pixel_values).logits, dim=-1)
+
+
 def with_fused_attention(auto: type, checkpoint: Path, dtype: torch.dtype) -> PreTrainedModel:
     """The model with PyTorch's scaled-dot-product attention where its architecture has it (MPNet, for one, has
     not: it keeps its own)."""
@@ -191,13 +211,17 @@ def with_fused_attention(auto: type, checkpoint: Path, dtype: torch.dtype) -> Pr
 
 def load_serving_module(checkpoint: Path, dtype: torch.dtype) -> torch.nn.Module:
     """The wrapper its exported ONNX model was made from, over a checkpoint folder: a ResNet (by its config's model
-    type) becomes a `PaddedResNet`, an encoder saved with its pooling (pooling.json) `PooledEmbeddings`, anything
-    else a sequence classifier's `LogitsOnly`; text models with PyTorch's scaled-dot-product attention where they
-    have it (the model's own fused kernels) and no cache."""
+    type) becomes a `PaddedResNet`, another image classifier (by its architecture) `ImageProbabilities`, an encoder
+    saved with its pooling (pooling.json) `PooledEmbeddings`, anything else a sequence classifier's `LogitsOnly`;
+    text models with PyTorch's scaled-dot-product attention where they have it (the model's own fused kernels) and no
+    cache."""
     if not (checkpoint / "config.json").is_file():
-        raise FileNotFoundError(f"no checkpoint in {checkpoint}: export.radar and export.resnet save one into <out>/checkpoint")
-    if AutoConfig.from_pretrained(checkpoint).model_type == "resnet":
+        raise FileNotFoundError(f"no checkpoint in {checkpoint}: the exports save one into <out>/checkpoint")
+    config = AutoConfig.from_pretrained(checkpoint)
+    if config.model_type == "resnet":
         return PaddedResNet(ResNetForImageClassification.from_pretrained(checkpoint, dtype=dtype)).eval()
+    if any(name.endswith("ForImageClassification") for name in config.architectures or ()):
+        return ImageProbabilities(AutoModelForImageClassification.from_pretrained(checkpoint, dtype=dtype)).eval()
     if (checkpoint / POOLING_FILE).is_file():
         pooling = json.loads((checkpoint / POOLING_FILE).read_text())
         encoder = with_fused_attention(AutoModel, checkpoint, dtype)

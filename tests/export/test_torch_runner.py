@@ -125,7 +125,7 @@ def test_cuda_graphs_do_nothing_on_the_cpu(radar_export):
 
 
 def test_a_missing_checkpoint_names_the_export_that_saves_one(tmp_path):
-    with pytest.raises(FileNotFoundError, match="export.radar and export.resnet save one"):
+    with pytest.raises(FileNotFoundError, match="the exports save one"):
         TorchModel.from_checkpoint(tmp_path, ["logits"], TorchOptions())
 
 
