@@ -59,6 +59,25 @@ class LabelledResult:
 
 
 @dataclass
+class ImageLabelledResult:
+    """An image classifier's answer (an image-classification spec's model): the most probable label and every
+    label's probability."""
+
+    label: str
+    scores: dict[str, float]
+
+    @classmethod
+    def from_outputs(cls, labels: list[str], outputs: dict[str, np.ndarray]) -> ImageLabelledResult:
+        scores = outputs["SCORES"].reshape(-1)
+        return cls(labels[int(scores.argmax())], dict(zip(labels, map(float, scores))))
+
+    @classmethod
+    def from_answer(cls, answer: dict) -> ImageLabelledResult:
+        """From the door's JSON answer."""
+        return cls(answer["label"], answer["scores"])
+
+
+@dataclass
 class EmbeddingResult:
     """A text encoder's answer (a feature-extraction spec's model): the text's embedding, and each chunk's span and
     embedding."""

@@ -89,7 +89,7 @@ def served_labels(client, model: str) -> list[str]:
     else:
         parameters = {key: value.string_value for key, value in config.config.parameters.items()}
     if "labels" not in parameters:
-        raise ValueError(f"{model} is not a text classifier's entry: its config has no `labels` (docs/MODELS.md)")
+        raise ValueError(f"{model} is not a classifier's entry: its config has no `labels` (docs/MODELS.md)")
     return json.loads(parameters["labels"])
 
 

@@ -25,7 +25,7 @@ import tritonclient.grpc as grpcclient
 from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import InferenceServerException
 
-from kit.adapters.settings import RadarSettings, Settings, SettingsError, settings_class
+from kit.adapters.settings import ImageClassifierSettings, RadarSettings, Settings, SettingsError, settings_class
 from kit.control.canary import CanaryError, GoldenSet, golden_from_parameter
 from kit.control.configs import parameters, wire_type
 from kit.control.specs import DOOR_AXES, DOOR_ROUTE
@@ -67,7 +67,7 @@ class Served:
     route: str = ""  # a spec's model: the path of its tensor route
     max_batch_size: int = 0
     axes: dict[str, list[str]] = field(default_factory=dict)  # a spec's model: inputs' axes that must agree, by name
-    labels: tuple[str, ...] = ()  # a text-classification spec's model: its label names, in its SCORES' order
+    labels: tuple[str, ...] = ()  # a text- or image-classification spec's model: its label names, in its SCORES' order
     dimensions: int = 0  # a feature-extraction spec's model: the length of its EMBEDDING
 
     def datatype(self, name: str) -> str:
@@ -131,7 +131,8 @@ def contract_from_configs(configs: Mapping[str, mc.ModelConfig]) -> Contract:
 
 def brought(model: str, route: str, config: mc.ModelConfig) -> Served:
     """A spec's model as its route sees it: a text model (its entry carries RadarSettings) by its text, and its labels
-    (a classifier) or its embedding's dimensions (an encoder); any other by every input and output of its config."""
+    (a classifier) or its embedding's dimensions (an encoder); an image classifier by its image and labels; any other
+    by every input and output of its config."""
     inputs = {t.name: (mc.DataType.Name(t.data_type), tuple(t.dims)) for t in config.input}
     outputs = {t.name: (mc.DataType.Name(t.data_type), tuple(t.dims)) for t in config.output}
     spec = Spec(inputs, tuple(outputs), outputs)
@@ -141,6 +142,10 @@ def brought(model: str, route: str, config: mc.ModelConfig) -> Served:
         settings = kind.from_parameters(params) if kind is not None else None
     except SettingsError as exc:
         raise ContractError(f"{model}: {exc}") from None
+    if isinstance(settings, ImageClassifierSettings):
+        spec = Spec({"IMAGE": ("TYPE_STRING", (1,))}, ("SCORES",))
+        dims = check_tensors(model, spec, config)
+        return Served(spec, settings, config.max_batch_size > 0, dims, route, labels=tuple(json.loads(settings.labels)))
     if isinstance(settings, RadarSettings) and "EMBEDDING" in outputs:
         spec = Spec({"TEXT": ("TYPE_STRING", (1,))}, ("EMBEDDING", "CHUNK_EMBEDDINGS", "CHUNK_SPANS"))
         dims = check_tensors(model, spec, config)

@@ -37,6 +37,8 @@ JSON_ESCAPE = 6  # a JSON string may spell each byte of its text as \u00XX
 API_KEY = APIKeyHeader(name="X-API-Key", auto_error=False, description="the door's keys ($DOOR_API_KEYS)")
 IMAGE_TYPES = "image/png, image/jpeg, image/bmp, image/webp"
 RADAR_DOC = "AI-generated probability of a text, and of each chunk it was split into (a list for `texts`)."
+OCR_DOC = "The text lines of an image, with their scores and boxes."
+HEALTH_DOC = "A health-code screenshot's colour, QR payload, texts and fields."
 
 
 def media_type(request: Request) -> str:
@@ -74,13 +76,18 @@ class Routes:
         )
         if "radar" in contract:
             self.add_text_route("radar", "/v1/radar", radar_result, schemas.RadarResult, RADAR_DOC)
-        for model, path in (("ocr", "/v1/ocr"), ("health_code", "/v1/health-code")):
-            if model in contract:
-                self.add_image_route(model, path)
+        if "ocr" in contract:
+            self.add_image_route("ocr", "/v1/ocr", ocr_result, schemas.OcrResult, OCR_DOC)
+        if "health_code" in contract:
+            self.add_image_route("health_code", "/v1/health-code", health_code_result, schemas.HealthCodeResult, HEALTH_DOC)
         if "resnet50" in contract:
             self.add_resnet()
         for model, served in contract.models.items():
-            if served.route and served.labels:
+            if served.route and served.labels and "IMAGE" in served.spec.inputs:
+                answer = functools.partial(image_labelled_result, served.labels)
+                doc = f"{model}: each label's probability for an image of any size."
+                self.add_image_route(model, served.route, answer, schemas.image_labelled_result(model, served.labels), doc)
+            elif served.route and served.labels:
                 answer = functools.partial(labelled_result, served.labels)
                 doc = f"{model}: each label's probability for a text, and for each chunk it was split into (a list for `texts`)."
                 self.add_text_route(model, served.route, answer, schemas.labelled_result(model, served.labels), doc)
@@ -136,8 +143,10 @@ class Routes:
             openapi_extra=request_body(json_body(schema)),
         )
 
-    def add_image_route(self, model: str, path: str) -> None:
-        settings = self.contract[model].settings
+    def add_image_route(self, model: str, path: str, answer: Callable, result: type[BaseModel], doc: str) -> None:
+        """An image model's route: one image in, as a form upload or base64 in JSON; `answer` of its outputs out."""
+        served = self.contract[model]
+        settings = served.settings
         max_bytes, max_pixels = settings.max_image_bytes, settings.max_pixels
         schema = schemas.image_request(max_bytes, max_pixels)
         self.caps[path] = math.ceil(max_bytes * 4 / 3) + ENVELOPE
@@ -150,7 +159,6 @@ class Routes:
             },
             "encoding": {"image": {"contentType": IMAGE_TYPES}},
         }
-        answer = ocr_result if model == "ocr" else health_code_result
 
         async def image_route(request: Request):
             body = await self.body(request, JSON, FORM)
@@ -159,20 +167,16 @@ class Routes:
             else:
                 data = await run_in_threadpool(images.from_base64, parse(schema, body).image, max_bytes)
             data = await run_in_threadpool(images.checked, data, max_bytes, max_pixels)
-            outputs = await self.upstream.infer(model, {"IMAGE": np.array([data], dtype=np.object_)}, request.state.request_id)
-            return answer(outputs)
+            tensor = np.array([[data]] if served.batched else [data], dtype=np.object_)
+            return answer(await self.upstream.infer(model, {"IMAGE": tensor}, request.state.request_id))
 
         image_route.__name__ = model
-        image_route.__doc__ = (
-            "The text lines of an image, with their scores and boxes."
-            if model == "ocr"
-            else "A health-code screenshot's colour, QR payload, texts and fields."
-        ) + " The image as a form upload (field `image`) or as base64 in JSON."
+        image_route.__doc__ = doc + " The image as a form upload (field `image`) or as base64 in JSON."
         self.router.add_api_route(
             path.removeprefix("/v1"),
             image_route,
             methods=["POST"],
-            response_model=schemas.OcrResult if model == "ocr" else schemas.HealthCodeResult,
+            response_model=result,
             openapi_extra=request_body({**json_body(schema), FORM: form}),
         )
 
@@ -314,6 +318,12 @@ def labelled_result(labels: tuple[str, ...], outputs) -> dict:
         for (start, end), row in zip(spans, chunk_scores)
     ]
     return {"label": labels[int(scores.argmax())], "scores": dict(zip(labels, scores.tolist())), "chunks": chunks}
+
+
+def image_labelled_result(labels: tuple[str, ...], outputs) -> dict:
+    """An image classifier's outputs by label name: the most probable label and every label's probability."""
+    scores = outputs["SCORES"].reshape(-1)
+    return {"label": labels[int(scores.argmax())], "scores": dict(zip(labels, scores.tolist()))}
 
 
 def embedding_result(outputs) -> dict:

@@ -260,6 +260,17 @@ def labelled_result(model: str, labels: tuple[str, ...]) -> type[BaseModel]:
     )
 
 
+def image_labelled_result(model: str, labels: tuple[str, ...]) -> type[BaseModel]:
+    """An image classifier's answer (an image-classification spec's model): its most probable label and every label's
+    probability, by the checkpoint's label names."""
+    Label = Literal[labels]  # noqa: N806 (a type)
+    return create_model(
+        f"{title_case(model)}Result",
+        label=(Label, Field(description="the most probable label of the image")),
+        scores=(dict[Label, float], Field(description=f"each label's probability: {', '.join(labels)}")),
+    )
+
+
 def embedding_result(model: str, dimensions: int) -> type[BaseModel]:
     """A text encoder's answer (a feature-extraction spec's model): the text's embedding and each chunk's."""
     Vector = Annotated[list[float], Field(min_length=dimensions, max_length=dimensions)]  # noqa: N806 (a type)

@@ -131,6 +131,23 @@ class RadarTextsSettings(RadarSettings):
     chunks_in_flight: int
 
 
+@dataclass(frozen=True)
+class ImageClassifierSettings(Settings):
+    """An image-classification spec's entry and its `NAME_pixels` (kit.control.image_task), which inherits the
+    entry's parameters (`parameters_from`): `pixels_model`, the model that decodes and preprocesses; the limits an
+    encoded image is held to before it is decoded; `preprocessing`, the pixels model's file of the checkpoint's
+    preprocessing (kit.pipelines.image_processing). `door_route` and `labels` (a JSON list in the graph's column
+    order) reach the front door through the entry's config."""
+
+    pixels_model: str
+    max_image_bytes: int
+    max_pixels: int
+    preprocessing: str = ""
+    parameters_from: str = ""
+    door_route: str = ""
+    labels: str = ""
+
+
 OCR_ENGINES = ("bls", "in_process")
 
 
@@ -284,13 +301,15 @@ SETTINGS: dict[str, type[Settings]] = {
 
 
 # Settings by a parameter only their models have, the first that a config holds: a runner's model file, a text
-# classifier's texts (`batches_in_flight`) and its entry (`classifier`), whatever the model's name.
+# classifier's texts (`batches_in_flight`) and its entry (`classifier`), an image classifier's entry and pixels model
+# (`pixels_model`, the pixels model's inherited), whatever the model's name.
 PARAMETER_SETTINGS: dict[str, type[Settings]] = {
     "onnx_model": OnnxRunnerSettings,
     "torch_model": TorchRunnerSettings,
     "sim_table": SimRunnerSettings,
     "batches_in_flight": RadarTextsSettings,
     "classifier": RadarSettings,
+    "pixels_model": ImageClassifierSettings,
 }
 
 

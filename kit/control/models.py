@@ -7,6 +7,7 @@ docs/MODELS.md walks through it.
     kit add NAME --task onnx --from FILE [--max-batch-size N] [--route /v1/...] [--models DIR]
     kit add NAME --task text-classification --from CHECKPOINT_DIR_OR_HUB_ID [--max-chars N] [...]
     kit add NAME --task feature-extraction --from CHECKPOINT_DIR_OR_HUB_ID [--pooling mean|cls] [--normalize] [...]
+    kit add NAME --task image-classification --from CHECKPOINT_DIR_OR_HUB_ID [--route /v1/...]
     kit list [--models DIR]
     kit export [--models DIR]      # what `make export` runs: each checkpoint spec's export, where it is stale
 """
@@ -65,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         dest="source",
         type=Path,
         required=True,
-        help="onnx: a .onnx graph; text-classification, feature-extraction: a checkpoint folder or a hub id",
+        help="onnx: a .onnx graph; text-classification, feature-extraction, image-classification: a checkpoint folder or "
+        "a hub id",
     )
     a.add_argument("--max-batch-size", type=int, help="the model's batch cap; 0 serves it unbatched (onnx)")
     a.add_argument("--max-chars", type=int, help="text tasks: chunk size in characters (default: the token limit)")

@@ -49,8 +49,12 @@ RUNNERS = {
     "sim_table": ADAPTERS / "sim_runner_model.py",
 }
 # The adapter installed as model.py where a model's folder has none, by a parameter only its models have: a runner,
-# or a text classifier's texts (RADAR's and every text-classification spec's, kit.control.text_task).
-ADAPTERS_BY_PARAMETER = RUNNERS | {"batches_in_flight": ADAPTERS / "text_classifier_model.py"}
+# a text classifier's texts (RADAR's and every text-classification spec's, kit.control.text_task), or an image
+# classifier's pixels (kit.control.image_task).
+ADAPTERS_BY_PARAMETER = RUNNERS | {
+    "batches_in_flight": ADAPTERS / "text_classifier_model.py",
+    "preprocessing": ADAPTERS / "image_pixels_model.py",
+}
 # The simulated accelerator's device tables (kit.runners.simulated): the sim runner's `sim_table` names one.
 DEVICES = "devices"
 FIRST_VERSION = 1  # a build's; kit.control.deploy adds the next ones

@@ -27,7 +27,7 @@ NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 ROUTE = re.compile(r"^/v1/[a-z0-9][a-z0-9_/-]*$")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # a Hugging Face hub id, as `organisation/model`
 # Tasks whose source is a checkpoint folder or a hub id, not a file.
-CHECKPOINT_TASKS = ("text-classification", "feature-extraction")
+CHECKPOINT_TASKS = ("text-classification", "feature-extraction", "image-classification")
 MAX_BATCH = 1024
 POOLINGS = ("mean", "cls")
 DOOR_ROUTE = "door_route"  # the config parameter that tells the front door where it serves a spec's model
@@ -56,7 +56,7 @@ class ModelSpec:
     route: str = ""
     max_chars: int = 0  # text tasks: chunks of at most this many characters; 0, the model's token limit
     bucket_count: int = 5  # text tasks: padded lengths chosen from the export's measured chunk lengths
-    labels: tuple[str, ...] = ()  # text-classification: names for the checkpoint's labels, in its order
+    labels: tuple[str, ...] = ()  # text- and image-classification: names for the checkpoint's labels, in its order
     pooling: str = ""  # feature-extraction: mean or cls; unset, as the checkpoint's sentence-transformers files say, else mean
     normalize: bool | None = None  # feature-extraction: L2-normalise embeddings; unset, as those files say, else not
     given: frozenset[str] = frozenset()  # the keys the file sets (a task may keep its own default for the others)
@@ -85,6 +85,7 @@ REQUIRED = ("task", "source")
 TASK_KEYS = {
     "text-classification": frozenset({"max_chars", "bucket_count", "labels"}),
     "feature-extraction": frozenset({"max_chars", "bucket_count", "pooling", "normalize"}),
+    "image-classification": frozenset({"labels"}),
 }
 
 
@@ -152,6 +153,8 @@ def check_values(spec: ModelSpec) -> None:
         raise spec.error("source", f"names {spec.source_path}, which is not a file", "point it at the model's file")
     if not 0 <= spec.max_batch_size <= MAX_BATCH:
         raise spec.error("max_batch_size", f"is {spec.max_batch_size}", f"it takes 0 (no batching) to {MAX_BATCH}")
+    if spec.task == "image-classification" and spec.max_batch_size == 0:
+        raise spec.error("max_batch_size", "is 0", "an image classifier batches the images of concurrent requests: 1 or more")
     if spec.max_queue_delay_microseconds < 0:
         raise spec.error("max_queue_delay_microseconds", "is negative", "0 sends what is waiting at once")
     too_large = [b for b in spec.preferred_batch_size if not 1 <= b <= spec.max_batch_size]

@@ -35,10 +35,15 @@ TEXT_ENCODERS = {
     "passages": ("mpnet", ["--pooling", "cls", "--max-chars", "200"], "cls", False),
 }
 
+# Image classifiers, added the same way (`--task image-classification`): a ViT whose processor resizes to its size,
+# and a ConvNeXt whose processor resizes the shorter side and crops (crop_pct). Name -> checkpoint.
+IMAGE_CLASSIFIERS = {"pets": "vit", "scenes": "convnext"}
+
 
 @pytest.fixture(scope="session")
 def checkpoints(tmp_path_factory) -> Path:
-    """The generated checkpoints' folder (tests.checkpoints): bert/, distilbert/, bert_encoder/ and mpnet/."""
+    """The generated checkpoints' folder (tests.checkpoints): bert/, distilbert/, bert_encoder/, mpnet/, vit/ and
+    convnext/."""
     root = tmp_path_factory.mktemp("checkpoints")
     subprocess.run([export_python(), "-m", "tests.checkpoints", "make", "--out", str(root)], cwd=REPO_ROOT, check=True)
     return root
@@ -57,6 +62,9 @@ def brought_models(tmp_path_factory, checkpoints) -> dict[str, ModelSpec]:
         assert kit_main([*args, "--models", str(root / "models")]) == 0
     for name, (checkpoint, options, _, _) in TEXT_ENCODERS.items():
         args = ["add", name, "--task", "feature-extraction", "--from", str(checkpoints / checkpoint), *options]
+        assert kit_main([*args, "--models", str(root / "models")]) == 0
+    for name, checkpoint in IMAGE_CLASSIFIERS.items():
+        args = ["add", name, "--task", "image-classification", "--from", str(checkpoints / checkpoint)]
         assert kit_main([*args, "--models", str(root / "models")]) == 0
     return read_specs(root / "models")
 

@@ -21,7 +21,7 @@ from deploy.metric_names import DOCUMENTED, GPU_METRICS, all_referenced, referen
 from deploy.triton import check_imports
 from kit.control.configs import REPO_ROOT, SOURCE
 from kit.control.gpu_profile import TRT_CACHE_ROOT, python_shm_bytes
-from kit.control.repository import model_file, profile_configs
+from kit.control.repository import ADAPTERS_BY_PARAMETER, model_file, profile_configs
 from tests.unit.test_k8s import by_kind, render
 
 COMPOSE = REPO_ROOT / "docker-compose.yml"
@@ -154,10 +154,12 @@ def test_image_build_imports_what_every_model_py_imports_from_the_kit():
     dockerfile = (DEPLOY / "triton" / "Dockerfile").read_text()
     adapters = sorted({model_file(c) for c in profile_configs("gpu").values() if c.backend == "python"} - {None})
     adapters = [path for path in adapters if path.parent.name == "adapters"]
-    named = " ".join(f"/opt/kit/kit/adapters/{path.name}" for path in adapters)
+    adapters.append(ADAPTERS_BY_PARAMETER["preprocessing"])  # an image-classification spec's, which no shipped model has
+    named = " \\\n    ".join(f"/opt/kit/kit/adapters/{path.name}" for path in adapters)
     assert f"RUN python3 /tmp/check/check_imports.py /tmp/check/model_repository {named}" in dockerfile
     checked = check_imports.check(SOURCE, adapters)
     assert "text_classifier_model: kit.pipelines.text.radar" in checked
+    assert "image_pixels_model: kit.pipelines.image_processing" in checked
 
 
 def test_grafana_dashboard_parses_and_uses_the_provisioned_datasource(compose):

@@ -40,6 +40,7 @@ def spec_file(folder: Path, name: str, text: str) -> Path:
 GOOD = 'task = "onnx"\nsource = "../mlp.onnx"\n'
 TEXT = 'task = "text-classification"\nsource = "../labelled"\n'
 EMBED = 'task = "feature-extraction"\nsource = "../labelled"\n'
+IMAGE = 'task = "image-classification"\nsource = "../labelled"\n'
 
 
 @pytest.mark.parametrize(
@@ -73,6 +74,9 @@ EMBED = 'task = "feature-extraction"\nsource = "../labelled"\n'
         (EMBED + "normalize = 1\n", "normalize", "takes true or false"),
         (EMBED + 'labels = ["a"]\n', "labels", "is not a key of the feature-extraction task"),
         ('task = "feature-extraction"\nsource = "../mlp.onnx"\n', "source", "not a checkpoint folder"),
+        ('task = "image-classification"\nsource = "../mlp.onnx"\n', "source", "not a checkpoint folder"),
+        (IMAGE + "max_batch_size = 0\n", "max_batch_size", "batches the images of concurrent requests"),
+        (IMAGE + "max_chars = 300\n", "max_chars", "is not a key of the image-classification task"),
     ],
 )
 def test_a_mistake_in_a_spec_names_the_spec_and_the_key(graphs, tmp_path, text, key, words):
@@ -154,3 +158,16 @@ def test_kit_add_refuses_a_checkpoint_the_exporter_cannot_load_and_writes_no_spe
     error = capsys.readouterr().err
     assert "foreign.toml: `source` cannot be exported as a sequence classifier" in error and "no-such-architecture" in error
     assert not (tmp_path / "models" / "foreign.toml").exists()
+
+
+def test_kit_add_refuses_a_text_checkpoint_as_an_image_classifier_and_writes_no_spec(tmp_path, capsys):
+    checkpoint = tmp_path / "words"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text(
+        json.dumps({"model_type": "bert", "architectures": ["BertForSequenceClassification"]})
+    )
+    args = ["add", "words", "--task", "image-classification", "--from", str(checkpoint), "--models", str(tmp_path / "models")]
+    assert kit_main(args) == 2
+    error = capsys.readouterr().err
+    assert "words.toml: `source` cannot be exported as an image classifier" in error and "not an image classifier" in error
+    assert not (tmp_path / "models" / "words.toml").exists()

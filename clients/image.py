@@ -1,0 +1,84 @@
+"""Classify image files with an image classifier a spec brings (`kit add NAME --task image-classification`,
+docs/MODELS.md): each image's most probable label and every label's probability.
+
+    python -m clients.image --model pets cat.jpg photos/*.png
+    python -m clients.image --model pets --protocol door --url http://localhost:8080 --json *.jpg
+
+Images go as their encoded bytes, whatever their size: the server decodes and preprocesses them as the checkpoint's
+processor does, and batches concurrent ones. Over Triton's gRPC or HTTP the label names come from the served entry's
+`labels` parameter; through the door they come with each answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+from tritonclient.utils import InferenceServerException
+
+from clients.base import DEFAULT_URLS, PROTOCOLS, ModelClient, add_api_key, report_all
+from clients.door import DoorError, b64
+from clients.results import ImageLabelledResult
+from clients.text import served_labels
+from clients.triton import RetryPolicy
+
+
+class ImageClassifierClient(ModelClient):
+    """Thread-safe synchronous client of an image-classification spec's entry (one image per request); `classify_many`
+    keeps `concurrency` in flight."""
+
+    def __init__(
+        self,
+        model: str,
+        url: str,
+        protocol: str = "grpc",
+        concurrency: int = 8,
+        retry: RetryPolicy = RetryPolicy(),
+        api_key: str | None = None,
+        route: str | None = None,
+    ):
+        super().__init__(model, ["SCORES"], url, protocol, concurrency, retry=retry, api_key=api_key, route=route)
+        self.labels = None if self.door else served_labels(self.clients.get(), model)
+
+    def classify(self, data: bytes) -> ImageLabelledResult:
+        if self.door:
+            return ImageLabelledResult.from_answer(self.door.post(self.route, {"image": b64(data)}))
+        outputs = self.infer({"IMAGE": np.array([[data]], dtype=np.object_)})  # one row of the entry's batch
+        return ImageLabelledResult.from_outputs(self.labels, outputs)
+
+    def classify_many(self, images: list[bytes]) -> list[ImageLabelledResult | InferenceServerException | DoorError]:
+        return self.map(self.classify, images)
+
+
+def report(path: Path, result, as_json: bool) -> str:
+    if isinstance(result, Exception):
+        message = result.message() if isinstance(result, InferenceServerException) else str(result)
+        return json.dumps({"file": str(path), "error": message}) if as_json else f"{path}: error: {message}"
+    if as_json:
+        return json.dumps({"file": str(path), "label": result.label, "scores": result.scores}, ensure_ascii=False)
+    scores = ", ".join(f"{label} {score:.4f}" for label, score in result.scores.items())
+    return f"{path}: {result.label} ({scores})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("images", nargs="+", type=Path)
+    parser.add_argument("--model", required=True, help="the spec's name (its entry model)")
+    parser.add_argument("--protocol", choices=PROTOCOLS, default="grpc")
+    parser.add_argument("--url", help="host:port for grpc (default localhost:8001) and http (localhost:8000); the door's URL")
+    parser.add_argument("--route", help="the door's path, where the spec names one (default /v1/<model>)")
+    parser.add_argument("--concurrency", type=int, default=8, help="requests in flight at once (default 8)")
+    add_api_key(parser)
+    parser.add_argument("--json", action="store_true", help="one JSON object per image")
+    args = parser.parse_args(argv)
+    url = args.url or DEFAULT_URLS[args.protocol]
+    client = ImageClassifierClient(args.model, url, args.protocol, args.concurrency, api_key=args.api_key, route=args.route)
+    images = [path.read_bytes() for path in args.images]
+    return report_all(client, client.classify_many, images, args.images, lambda path, result: report(path, result, args.json))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
