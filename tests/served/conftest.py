@@ -18,6 +18,7 @@ from kit.control.specs import ModelSpec, read_specs
 from tests import onnx_graphs
 from tests.conftest import ARTIFACTS
 from tests.radar_reference import direct_scorer
+from tests.served.doors import running_door
 
 # Users' models served beside the shipped ones: graphs of shapes the kit was not written around, each added by
 # `kit add` alone (docs/MODELS.md), by name -> the function that writes its graph.
@@ -76,6 +77,13 @@ def server(tmp_path_factory, radar_artifacts, brought_models):
     build("cpu", repository, ARTIFACTS, specs=brought_models)
     options = ServerOptions.on_free_ports(repository)
     with TritonServer(options, log_path=root / "server.log") as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def door(server, tmp_path_factory):
+    """A front door before the session's server, for the tests of one module."""
+    with running_door(server.options.grpc_url, tmp_path_factory.mktemp("door") / "door.log") as running:
         yield running
 
 

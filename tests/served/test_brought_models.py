@@ -19,7 +19,7 @@ from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 from clients.base import ModelClient
 from kit.control.specs import ModelSpec
 from tests.served.conftest import BROUGHT
-from tests.served.test_door_routes import assert_problem, call, running_door
+from tests.served.doors import assert_problem, call
 
 # Served against direct: the same graph and kernels; the batch a row lands in may change float rounding.
 RTOL, ATOL = 1e-5, 1e-6
@@ -119,12 +119,6 @@ def test_a_request_of_the_wrong_shape_fails_alone_with_a_clear_error(server, bro
     wrong = {"features": np.zeros((1, 7), dtype=np.float32)}
     message = refused_beside_good(server.options.grpc_url, brought_models["scorer"], good, wrong, atol=0).message()
     assert "'features'" in message and "[-1,8]" in message and "[1,7]" in message, message
-
-
-@pytest.fixture(scope="module")
-def door(server, tmp_path_factory):
-    with running_door(server.options.grpc_url, tmp_path_factory.mktemp("door") / "door.log") as running:
-        yield running
 
 
 def door_json(inputs: dict[str, np.ndarray]) -> dict:

@@ -12,8 +12,8 @@ from onnx import helper, numpy_helper
 
 from kit.control.repository import profile_configs
 from tests.conftest import ARTIFACTS
+from tests.served.doors import call, running_door
 from tests.served.reliability import own_server, wait_for
-from tests.served.test_door_routes import call, running_door
 
 
 def metrics(door) -> dict[str, float]:

@@ -12,21 +12,14 @@ import socket
 from collections import Counter
 
 import numpy as np
-import pytest
 
 from clients.door import DoorClient
 from samples.images import document
 from tests.served.reliability import save_result, scale
-from tests.served.test_door_routes import answer_on, running_door
+from tests.served.test_door_routes import answer_on
 
 CASES = int(scale("DOOR_FUZZ_CASES", 200))
 ROUTES = ["/v1/radar", "/v1/ocr", "/v1/health-code", "/v1/resnet50"]
-
-
-@pytest.fixture(scope="module")
-def door(server, tmp_path_factory):
-    with running_door(server.options.grpc_url, tmp_path_factory.mktemp("door-fuzz") / "door.log") as running:
-        yield running
 
 
 def json_case(rng: random.Random, image: bytes) -> tuple[str, dict, bytes]:

@@ -16,8 +16,9 @@ from clients.door import DoorClient
 from clients.radar import RadarResult
 from clients.triton import RetryPolicy
 from samples.texts import sample_texts
+from tests.served.doors import assert_problem, call, running_door
 from tests.served.reliability import own_server, save_result, scale
-from tests.served.test_door_routes import assert_problem, call, chunked_until_refused, handled, running_door
+from tests.served.test_door_routes import chunked_until_refused, handled
 from tests.served.test_overload import tiny_queue
 from tests.served.test_radar import assert_matches_reference
 

@@ -15,7 +15,7 @@ from clients.door import DoorClient
 from samples.images import document, health_code
 from samples.renderings import headless_chromium
 from samples.texts import sample_texts
-from tests.served.test_door_routes import running_door
+from tests.served.doors import running_door
 
 DROP = """async (data) => {
   const bytes = Uint8Array.from(atob(data), (c) => c.charCodeAt(0));

@@ -19,9 +19,9 @@ import pytest
 from clients.door import radar_result
 from clients.radar import RadarClient, RadarResult
 from samples.texts import sample_texts
+from tests.served.doors import call, running_door
 from tests.served.pending import sampling_pending
 from tests.served.reliability import save_result, scale
-from tests.served.test_door_routes import call, running_door
 
 REQUESTS = int(scale("DOOR_PEAK_REQUESTS", 200))
 TEXTS = sample_texts(50, 100, 800, seed=81)

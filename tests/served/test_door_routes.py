@@ -17,98 +17,26 @@ import subprocess
 import sys
 import time
 import zlib
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import psutil
 import pytest
-import urllib3
 
 from clients.door import DoorClient, DoorError
 from clients.health_code import HealthCodeClient
 from clients.ocr import OcrClient
 from clients.radar import AsyncRadarClient, RadarClient
-from kit.control.runtime import free_port
 from samples.images import document, health_code
 from samples.texts import sample_texts
 from tests.conftest import REPO_ROOT
 from tests.served.conftest import BROUGHT, TEXT_CLASSIFIERS, TEXT_ENCODERS, UNBATCHED
-from tests.served.reliability import wait_for
-
-PROBLEM = "application/problem+json"
-
-
-@dataclass
-class Door:
-    url: str
-    process: subprocess.Popen
-    log: Path
-
-    @property
-    def port(self) -> int:
-        return int(self.url.rsplit(":", 1)[1])
-
-
-@contextlib.contextmanager
-def running_door(triton: str, log: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Door]:
-    port = free_port()
-    with open(log, "ab") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "door", "--triton", triton, "--port", str(port), "--wait", "60", *args],
-            cwd=REPO_ROOT,
-            env={**os.environ, **(env or {})},
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    door = Door(f"http://127.0.0.1:{port}", process, log)
-    try:
-        deadline = time.monotonic() + 60
-        while not answers(door.url):
-            assert process.poll() is None and time.monotonic() < deadline, f"the door did not start: {log.read_text()[-2000:]}"
-            time.sleep(0.1)
-        yield door
-    finally:
-        process.terminate()
-        process.wait(20)
-
-
-def answers(url: str) -> bool:
-    try:
-        return urllib3.request("GET", f"{url}/health/live", timeout=1, retries=False).status == 200
-    except urllib3.exceptions.HTTPError:
-        return False
-
-
-def logged(door: Door, needle: str, timeout: float = 10) -> bool:
-    """Whether `needle` reaches the door's log within `timeout`: the access line is written after the
-    response has gone out, so a client can read its answer before the line is there."""
-    return wait_for(lambda: needle in door.log.read_text(), timeout, every=0.05)
-
-
-def call(door: Door, method: str, path: str, **kwargs) -> urllib3.BaseHTTPResponse:
-    return urllib3.request(method, f"{door.url}{path}", timeout=60, retries=False, **kwargs)
-
-
-def assert_problem(response, status: int, kind: str) -> dict:
-    assert response.status == status, response.data[:300]
-    assert response.headers["content-type"] == PROBLEM
-    body = response.json()
-    assert body["type"] == f"urn:triton-kit:problem:{kind}" and body["status"] == status and body["detail"]
-    return body
+from tests.served.doors import Door, assert_problem, call, logged, running_door
 
 
 def handled(grpc_client, model: str) -> int:
     """Requests the model has answered, successfully or not, by Triton's own statistics."""
     stats = grpc_client.get_inference_statistics(model).model_stats[0].inference_stats
     return stats.success.count + stats.fail.count
-
-
-@pytest.fixture(scope="module")
-def door(server, tmp_path_factory):
-    with running_door(server.options.grpc_url, tmp_path_factory.mktemp("door") / "door.log") as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

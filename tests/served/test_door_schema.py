@@ -17,8 +17,8 @@ import subprocess
 import sys
 
 from tests.conftest import REPO_ROOT
+from tests.served.doors import running_door
 from tests.served.reliability import save_result, scale
-from tests.served.test_door_routes import running_door
 
 KEY = "schema-fuzz-key"
 PIXELS = 64 * 64  # the largest valid ResNet image the fuzzer sends (the served limit is larger)

@@ -20,8 +20,8 @@ from clients.triton import NO_RETRY, RetryPolicy
 from kit.control import healthcheck
 from kit.control.runtime import Supervisor
 from samples.texts import sample_texts
+from tests.served.doors import running_door
 from tests.served.reliability import Workers, own_server, save_result, wait_for
-from tests.served.test_door_routes import running_door
 
 # Enough retries to ride out a restart: several seconds on 2 cores, 23 s seen while another job
 # shared them; full jitter makes this about 35 s of retrying on average.

@@ -24,7 +24,7 @@ from kit.control.exports import export_python
 from kit.control.image_task import names
 from kit.control.repository import resolved
 from tests.served.conftest import IMAGE_CLASSIFIERS
-from tests.served.test_door_routes import assert_problem, call, running_door
+from tests.served.doors import assert_problem, call
 from tests.served.text_specs import executions
 
 # Served (the preprocessing in numpy, ONNX Runtime, batched) against the processor and PyTorch on each image alone.
@@ -115,12 +115,6 @@ def test_a_bad_image_fails_alone_among_good_ones(bad, server, references):
     assert caught.value.status() == "StatusCode.INVALID_ARGUMENT", caught.value
     assert "IMAGE" in caught.value.message(), caught.value.message()
     assert server.is_ready()
-
-
-@pytest.fixture(scope="module")
-def door(server, tmp_path_factory):
-    with running_door(server.options.grpc_url, tmp_path_factory.mktemp("door") / "door.log") as running:
-        yield running
 
 
 @pytest.mark.parametrize("model", sorted(IMAGE_CLASSIFIERS))

@@ -18,9 +18,9 @@ from kit.control.deploy import Repository, deploy
 from kit.control.profiles import load_profile
 from samples.texts import sample_texts
 from tests.conftest import ARTIFACTS
+from tests.served.doors import running_door
 from tests.served.reliability import Workers, own_server, save_result, wait_for
 from tests.served.test_canary import perturbed_artifacts
-from tests.served.test_door_routes import running_door
 
 CLIENTS = 64
 

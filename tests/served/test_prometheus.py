@@ -24,8 +24,8 @@ from kit.control.configs import REPO_ROOT
 from kit.control.runtime import answers_ok, free_port
 from samples.images import document
 from samples.texts import sample_texts
+from tests.served.doors import running_door
 from tests.served.reliability import Workers, wait_for
-from tests.served.test_door_routes import running_door
 
 PROMETHEUS = REPO_ROOT / "deploy" / "prometheus"
 DASHBOARD = REPO_ROOT / "deploy" / "grafana" / "dashboards" / "triton.json"

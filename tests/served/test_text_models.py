@@ -19,7 +19,7 @@ from kit.control.repository import resolved
 from kit.control.text_task import names
 from samples.texts import MULTILINGUAL, sample_texts
 from tests.served.conftest import TEXT_CLASSIFIERS, TEXT_ENCODERS
-from tests.served.test_door_routes import assert_problem, call, running_door
+from tests.served.doors import assert_problem, call
 from tests.served.text_specs import ask, assert_empty_text_fails_alone, assert_texts_share_executions
 
 OUTPUTS = ("SCORES", "CHUNK_SCORES", "CHUNK_SPANS")
@@ -79,12 +79,6 @@ def test_concurrent_texts_share_executions(model, grpc_client, server, reference
 @pytest.mark.parametrize("model", sorted(TEXT_CLASSIFIERS))
 def test_an_empty_text_fails_alone_among_good_ones(model, server, references):
     assert_empty_text_fails_alone(server.options.grpc_url, model, TEXTS, OUTPUTS, as_alone(references, model))
-
-
-@pytest.fixture(scope="module")
-def door(server, tmp_path_factory):
-    with running_door(server.options.grpc_url, tmp_path_factory.mktemp("door") / "door.log") as running:
-        yield running
 
 
 @pytest.mark.parametrize("model", sorted(TEXT_CLASSIFIERS))
