@@ -32,7 +32,7 @@ from transformers import AutoConfig, AutoImageProcessor, AutoModelForImageClassi
 from transformers.image_processing_backends import PilBackend
 from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES
 
-from export.onnx_validate import TensorSpec, ValidationError, abs_diffs, check_signature, opset, require_close, sha256
+from export.onnx_validate import TensorSpec, ValidationError, abs_diffs, check_signature, opset, provenance, require_close, sha256
 from export.radar import DEFAULT_ATOL, DEFAULT_OPSET, ExportError, needs_external_data
 from kit.pipelines.errors import InputError
 from kit.pipelines.image_processing import CONVNEXT_WARP_EDGE, Preprocessing
@@ -252,13 +252,7 @@ def export(source: str, out: Path, atol: float = DEFAULT_ATOL, opset_version: in
         "opset": opset(path),
         "external_data": path.name + ".data" if external else None,
         "onnx_sha256": sha256(path),
-        "exporter": "torch.onnx.export(dynamo=True)",
-        "versions": {
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "onnx": onnx.__version__,
-            "onnxruntime": onnxruntime.__version__,
-        },
+        **provenance(torch, transformers, onnx, onnxruntime),
     }
     (out / "export.json").write_text(json.dumps(meta, indent=2) + "\n")
     return meta

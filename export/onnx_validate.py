@@ -91,3 +91,9 @@ def sha256(path: Path) -> str:
         for block in iter(lambda: file.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def provenance(*modules) -> dict:
+    """How an export was made, for its export.json: the exporter, and the version of each package that made or
+    checked it."""
+    return {"exporter": "torch.onnx.export(dynamo=True)", "versions": {m.__name__: m.__version__ for m in modules}}

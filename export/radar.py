@@ -68,6 +68,7 @@ from export.onnx_validate import (
     abs_diffs,
     check_signature,
     opset,
+    provenance,
     require_close,
     sha256,
 )
@@ -485,14 +486,7 @@ def export(
         "graphs": graphs,
         "canary": golden,
         "checkpoint": CHECKPOINT if checkpoint else None,
-        "exporter": "torch.onnx.export(dynamo=True)",
-        "versions": {
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "onnx": onnx.__version__,
-            "onnxruntime": onnxruntime.__version__,
-            "onnxscript": onnxscript.__version__,
-        },
+        **provenance(torch, transformers, onnx, onnxruntime, onnxscript),
     }
     (out / "export.json").write_text(json.dumps(meta, indent=2) + "\n")
     return meta

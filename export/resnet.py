@@ -36,7 +36,7 @@ import torch
 import transformers
 from transformers import ResNetConfig, ResNetForImageClassification
 
-from export.onnx_validate import TensorSpec, ValidationError, abs_diffs, check_signature, opset, require_close, sha256
+from export.onnx_validate import TensorSpec, ValidationError, abs_diffs, check_signature, opset, provenance, require_close, sha256
 from kit.runners.torch_models import PaddedResNet
 
 DEFAULT_OPSET = 18
@@ -219,13 +219,7 @@ def export(
         "export_seconds": round(export_s, 1),
         "onnx_sha256": sha256(path),
         "checkpoint": CHECKPOINT,
-        "exporter": "torch.onnx.export(dynamo=True)",
-        "versions": {
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "onnx": onnx.__version__,
-            "onnxruntime": onnxruntime.__version__,
-        },
+        **provenance(torch, transformers, onnx, onnxruntime),
     }
     (out / "export.json").write_text(json.dumps(meta, indent=2) + "\n")
     return meta
