@@ -8,9 +8,11 @@ Retry-After): the same calls give the same results through it.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -162,6 +164,21 @@ class AsyncModelClient:
 def add_api_key(parser) -> None:
     """The command lines' --api-key: the door's X-API-Key (protocol door)."""
     parser.add_argument("--api-key", help="the door's X-API-Key, for --protocol door (default: $DOOR_API_KEY)")
+
+
+def spec_model_parser(doc: str, files: str) -> argparse.ArgumentParser:
+    """The command line of a client of a spec's model: its files, the model by name, where it is served, how many
+    requests go at once, the door's key, and JSON output."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(files, nargs="+", type=Path)
+    parser.add_argument("--model", required=True, help="the spec's name (its entry model)")
+    parser.add_argument("--protocol", choices=PROTOCOLS, default="grpc")
+    parser.add_argument("--url", help="host:port for grpc (default localhost:8001) and http (localhost:8000); the door's URL")
+    parser.add_argument("--route", help="the door's path, where the spec names one (default /v1/<model>)")
+    parser.add_argument("--concurrency", type=int, default=8, help="requests in flight at once (default 8)")
+    add_api_key(parser)
+    parser.add_argument("--json", action="store_true", help=f"one JSON object per {files.rstrip('s')}")
+    return parser
 
 
 def report_all(client: ModelClient, call: Callable[[list], list], items: list, paths: list, report: Callable) -> int:

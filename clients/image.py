@@ -11,7 +11,6 @@ processor does, and batches concurrent ones. Over Triton's gRPC or HTTP the labe
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from tritonclient.utils import InferenceServerException
 
-from clients.base import DEFAULT_URLS, PROTOCOLS, ModelClient, add_api_key, report_all
+from clients.base import DEFAULT_URLS, ModelClient, report_all, spec_model_parser
 from clients.door import DoorError, b64
 from clients.results import ImageLabelledResult
 from clients.text import served_labels
@@ -64,15 +63,7 @@ def report(path: Path, result, as_json: bool) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("images", nargs="+", type=Path)
-    parser.add_argument("--model", required=True, help="the spec's name (its entry model)")
-    parser.add_argument("--protocol", choices=PROTOCOLS, default="grpc")
-    parser.add_argument("--url", help="host:port for grpc (default localhost:8001) and http (localhost:8000); the door's URL")
-    parser.add_argument("--route", help="the door's path, where the spec names one (default /v1/<model>)")
-    parser.add_argument("--concurrency", type=int, default=8, help="requests in flight at once (default 8)")
-    add_api_key(parser)
-    parser.add_argument("--json", action="store_true", help="one JSON object per image")
+    parser = spec_model_parser(__doc__, "images")
     args = parser.parse_args(argv)
     url = args.url or DEFAULT_URLS[args.protocol]
     client = ImageClassifierClient(args.model, url, args.protocol, args.concurrency, api_key=args.api_key, route=args.route)

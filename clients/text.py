@@ -12,14 +12,13 @@ client needs nothing but the model's name; through the door they come with each 
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 from tritonclient.utils import InferenceServerException
 
-from clients.base import DEFAULT_URLS, PROTOCOLS, ModelClient, add_api_key, report_all
+from clients.base import DEFAULT_URLS, ModelClient, report_all, spec_model_parser
 from clients.door import DoorError
 from clients.radar import text_tensor
 from clients.results import EMBEDDING_OUTPUTS, LABELLED_OUTPUTS, EmbeddingResult, LabelledResult
@@ -111,16 +110,8 @@ def report(path: Path, result, as_json: bool) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("files", nargs="+", type=Path)
-    parser.add_argument("--model", required=True, help="the spec's name (its entry model)")
-    parser.add_argument("--protocol", choices=PROTOCOLS, default="grpc")
-    parser.add_argument("--url", help="host:port for grpc (default localhost:8001) and http (localhost:8000); the door's URL")
-    parser.add_argument("--route", help="the door's path, where the spec names one (default /v1/<model>)")
-    parser.add_argument("--concurrency", type=int, default=8, help="requests in flight at once (default 8)")
-    add_api_key(parser)
+    parser = spec_model_parser(__doc__, "files")
     parser.add_argument("--embed", action="store_true", help="the model is a text encoder (feature-extraction): embed")
-    parser.add_argument("--json", action="store_true", help="one JSON object per file")
     args = parser.parse_args(argv)
     url = args.url or DEFAULT_URLS[args.protocol]
     texts = [path.read_text(encoding="utf-8", errors="strict") for path in args.files]
