@@ -17,8 +17,10 @@ class TritonPythonModel:
         self.preprocess = Preprocessing.load(version_dir / self.settings.preprocessing)
 
     def pixels(self, request) -> np.ndarray:
-        image = decode_request_image(input_array(request, "IMAGE"), self.settings.max_image_bytes, self.settings.max_pixels)
-        return self.preprocess(image)[np.newaxis]
+        """Each row's image of the request (a client may send several), at the graph's size; one bad row fails the
+        request."""
+        limits = self.settings.max_image_bytes, self.settings.max_pixels
+        return np.stack([self.preprocess(decode_request_image(row, *limits)) for row in input_array(request, "IMAGE")])
 
     def execute(self, requests):
         replies = Replies(requests, self.entry)

@@ -62,14 +62,19 @@ def label_names(checkpoints, model: str) -> list[str]:
     return [labels[str(i)] for i in range(len(labels))]
 
 
-def classify(url: str, model: str, data: bytes) -> np.ndarray:
+def classify_rows(url: str, model: str, images: list[bytes]) -> np.ndarray:
+    """One request of a row per image: SCORES [images, labels]."""
     client = grpcclient.InferenceServerClient(url)
     try:
-        tensor = grpcclient.InferInput("IMAGE", [1, 1], "BYTES")
-        tensor.set_data_from_numpy(np.array([[data]], dtype=np.object_))
-        return client.infer(model, [tensor]).as_numpy("SCORES").reshape(-1)
+        tensor = grpcclient.InferInput("IMAGE", [len(images), 1], "BYTES")
+        tensor.set_data_from_numpy(np.array([[data] for data in images], dtype=np.object_))
+        return client.infer(model, [tensor]).as_numpy("SCORES")
     finally:
         client.close()
+
+
+def classify(url: str, model: str, data: bytes) -> np.ndarray:
+    return classify_rows(url, model, [data]).reshape(-1)
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +89,13 @@ def test_served_probabilities_equal_the_processor_and_pytorch_on_images_of_any_s
         np.testing.assert_allclose(got, want, atol=ATOL, err_msg=f"{model}: {shape}")
     spread = np.ptp(np.array(references[model]), axis=0).max()
     assert spread > 10 * ATOL, f"the reference answers hardly differ between images ({spread:.2g}): the check is blind"
+
+
+@pytest.mark.parametrize("model", sorted(IMAGE_CLASSIFIERS))
+def test_the_images_of_one_request_equal_each_sent_alone(model, server, references):
+    scores = classify_rows(server.options.grpc_url, model, IMAGES)
+    assert scores.shape == (len(IMAGES), len(references[model][0]))
+    np.testing.assert_allclose(scores, references[model], atol=ATOL)
 
 
 @pytest.mark.parametrize("model", sorted(IMAGE_CLASSIFIERS))
