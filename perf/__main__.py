@@ -8,12 +8,12 @@
 
 A spec's `workload` (perf.workloads: radar, radar-precision, ocr, resnet) picks the inputs, the kit's models and the
 baselines; `--model NAME` measures the model of models/NAME.toml instead (an onnx spec's by perf.workloads.tensor
-and perf/specs/model.json, a text-classification spec's by perf.workloads.text and perf/specs/model-text.json,
-unless --spec names another). A sweep writes results.json, sweeps.csv, probes.csv, plots and
-REPORT.md into --out; when --out is the workload's folder under perf/results/, the index perf/RESULTS.md is
-regenerated too. A suite
-spec runs each of its specs into a subfolder of --out and writes an index of them there. The command
-exits 1 when a step failed or was skipped (a deadline too near, a server that did not start).
+and perf/specs/model.json, a text-classification spec's by perf.workloads.text and perf/specs/model-text.json, an
+image-classification spec's by perf.workloads.image and perf/specs/model-image.json, unless --spec names another).
+A sweep writes results.json, sweeps.csv, probes.csv, plots and REPORT.md into --out; when --out is the workload's
+folder under perf/results/, the index perf/RESULTS.md is regenerated too. A suite spec runs each of its specs into a
+subfolder of --out and writes an index of them there. The command exits 1 when a step failed or was skipped (a
+deadline too near, a server that did not start).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from perf.engine.spec import load_spec
 from perf.engine.targets import merged
 from perf.engine.workload import Workload
 from perf.workloads import WORKLOADS
+from perf.workloads.image import ImageModelWorkload
 from perf.workloads.tensor import TensorModelWorkload
 from perf.workloads.text import TextModelWorkload
 
@@ -42,6 +43,7 @@ MODEL_WORKLOADS = {  # by the spec's task
     "onnx": TensorModelWorkload,
     "text-classification": TextModelWorkload,
     "feature-extraction": TextModelWorkload,
+    "image-classification": ImageModelWorkload,
 }
 
 

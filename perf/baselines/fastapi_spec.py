@@ -1,7 +1,7 @@
-"""The FastAPI + uvicorn design on a spec's model: a sync route (FastAPI runs it in its thread pool), one session run
-per request.
+"""The FastAPI + uvicorn design on a spec's model (perf.baselines.spec_model): a sync route (FastAPI runs it in its
+thread pool), one model run per request.
 
-    MODEL_SPEC=models/scorer.toml uvicorn perf.baselines.fastapi_tensor:app --port 8080
+    MODEL_SPEC=models/scorer.toml uvicorn perf.baselines.fastapi_spec:app --port 8080
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastapi import Body
 
 from perf.baselines.service import refusing_bad_input, service
-from perf.baselines.tensor_model import from_env
+from perf.baselines.spec_model import from_env
 
 model = from_env()
 app = service()

@@ -2,35 +2,45 @@
 requests up to BATCH_SIZE_MAX rows, waiting at most BATCH_TIMEOUT seconds after the first, and runs those of one
 shape together (rows concatenated) in a worker thread, then gives each request its rows back.
 
-    MODEL_SPEC=models/scorer.toml BATCH_SIZE_MAX=64 BATCH_TIMEOUT=0.005 uvicorn perf.baselines.fastapi_tensor_batcher:app
+    MODEL_SPEC=models/scorer.toml BATCH_SIZE_MAX=64 BATCH_TIMEOUT=0.005 uvicorn perf.baselines.fastapi_spec_batcher:app
+
+Any model of perf.baselines.spec_model: a tensor spec's rows, or an image classifier's images (each of the graph's one
+size), whose decoding and preprocessing run in FastAPI's thread pool (the model's `inputs_in_threads`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
 
 import numpy as np
-from fastapi import Body
+from fastapi import Body, FastAPI
+from starlette.concurrency import run_in_threadpool
 
 from perf.baselines.service import next_batch, refusing_bad_input, running, service
-from perf.baselines.tensor_model import from_env
+from perf.baselines.spec_model import from_env
 
 BATCH_SIZE_MAX = int(os.environ.get("BATCH_SIZE_MAX", "64"))
 BATCH_TIMEOUT = float(os.environ.get("BATCH_TIMEOUT", "0.005"))
-
-model = from_env()
-queue: asyncio.Queue = asyncio.Queue()
-runner = ThreadPoolExecutor(1)  # one batch at a time: the session already uses ORT_THREADS cores
 Item = tuple[dict[str, np.ndarray], asyncio.Future]
+
+
+class Batchable(Protocol):
+    inputs_in_threads: bool
+
+    def arrays(self, body: object) -> dict[str, np.ndarray]: ...
+    def run(self, arrays: dict[str, np.ndarray]) -> list[np.ndarray]: ...
+    def answer(self, outputs: list[np.ndarray]) -> dict: ...
 
 
 def rows(arrays: dict[str, np.ndarray]) -> int:
     return len(next(iter(arrays.values())))
 
 
-def run_batch(items: list[Item]) -> list[list[np.ndarray] | Exception]:
+def run_batch(model: Batchable, items: list[Item]) -> list[list[np.ndarray] | Exception]:
     """Each request's outputs; requests whose inputs have the same shapes share one session run."""
     out: list = [None] * len(items)
     by_shape: dict[tuple, list[int]] = {}
@@ -52,21 +62,36 @@ def run_batch(items: list[Item]) -> list[list[np.ndarray] | Exception]:
     return out
 
 
-async def batch_loop() -> None:
-    loop = asyncio.get_running_loop()
-    while True:
-        batch = await next_batch(queue, BATCH_SIZE_MAX, BATCH_TIMEOUT, size=lambda item: rows(item[0]))
-        answers = await loop.run_in_executor(runner, run_batch, batch)
-        for (_, future), answer in zip(batch, answers):
-            future.set_exception(answer) if isinstance(answer, Exception) else future.set_result(answer)
+def batcher(load: Callable[[], Batchable]) -> FastAPI:
+    """The design on the model `load()` makes as the app starts."""
+    queue: asyncio.Queue = asyncio.Queue()
+    runner = ThreadPoolExecutor(1)  # one batch at a time: the session already uses ORT_THREADS cores
+    served: dict[str, Batchable] = {}
+
+    async def batch_loop() -> None:
+        loop, model = asyncio.get_running_loop(), served["model"]
+        while True:
+            batch = await next_batch(queue, BATCH_SIZE_MAX, BATCH_TIMEOUT, size=lambda item: rows(item[0]))
+            answers = await loop.run_in_executor(runner, run_batch, model, batch)
+            for (_, future), answer in zip(batch, answers):
+                future.set_exception(answer) if isinstance(answer, Exception) else future.set_result(answer)
+
+    def loaded() -> Coroutine[None, None, None]:
+        served["model"] = load()
+        return batch_loop()
+
+    app = service(lifespan=running(loaded))
+
+    @app.post("/predict")
+    async def predict(body: dict = Body(...)):
+        model = served["model"]
+        made = lambda: refusing_bad_input(lambda: model.arrays(body))  # noqa: E731
+        arrays = await run_in_threadpool(made) if model.inputs_in_threads else made()
+        future = asyncio.get_running_loop().create_future()
+        queue.put_nowait((arrays, future))
+        return model.answer(await future)
+
+    return app
 
 
-app = service(lifespan=running(batch_loop))
-
-
-@app.post("/predict")
-async def predict(body: dict = Body(...)):
-    arrays = refusing_bad_input(lambda: model.arrays(body))
-    future = asyncio.get_running_loop().create_future()
-    queue.put_nowait((arrays, future))
-    return model.answer(await future)
+app = batcher(from_env)

@@ -1,6 +1,6 @@
-"""The Flask design on a spec's model: the graph loaded at import, run per request.
+"""The Flask design on a spec's model (perf.baselines.spec_model): the model loaded at import, run per request.
 
-MODEL_SPEC=models/scorer.toml python -m perf.baselines.flask_tensor --port 5000
+MODEL_SPEC=models/scorer.toml python -m perf.baselines.flask_spec --port 5000
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from flask import jsonify, request
 
 from kit.pipelines.errors import InputError
 from perf.baselines.flask_service import flask_service, serve
-from perf.baselines.tensor_model import from_env
+from perf.baselines.spec_model import from_env
 
 model = from_env()
 app = flask_service(__name__)

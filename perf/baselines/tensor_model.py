@@ -2,27 +2,24 @@
 process, the door's JSON body in ({"inputs": {tensor: nested arrays}}), its answer's JSON out. The tensors and
 their types come from the config the kit derives from the same spec, so every design reads the same body.
 
-    MODEL_SPEC=models/scorer.toml ORT_THREADS=2 python -m perf.baselines.flask_tensor --port 5000
+    MODEL_SPEC=models/scorer.toml ORT_THREADS=2 python -m perf.baselines.flask_spec --port 5000
 """
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
-
 import numpy as np
 
 from kit.control.configs import numpy_type
-from kit.control.specs import read_spec
+from kit.control.specs import ModelSpec
 from kit.control.tasks import task_of
 from kit.pipelines.errors import InputError
 from kit.runners.onnx import make_session
 
 
 class TensorModel:
-    def __init__(self, spec_path: Path, threads: int):
-        spec = read_spec(spec_path)
+    inputs_in_threads = False  # a body's few rows are made on the event loop
+
+    def __init__(self, spec: ModelSpec, threads: int):
         config = task_of(spec).models(spec)[spec.name].config
         self.dtypes = {t.name: numpy_type(t.data_type) for t in config.input}
         self.outputs = [t.name for t in config.output]
@@ -46,10 +43,3 @@ class TensorModel:
 
     def predict(self, body: object) -> dict:
         return self.answer(self.run(self.arrays(body)))
-
-
-def from_env() -> TensorModel:
-    model = TensorModel(Path(os.environ["MODEL_SPEC"]), int(os.environ.get("ORT_THREADS", "1")))
-    # The perf kit counts these lines to know that every worker process has loaded its model.
-    print(f"tensor model ready in pid {os.getpid()}", file=sys.stderr, flush=True)
-    return model

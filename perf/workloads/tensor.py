@@ -29,21 +29,34 @@ from perf.engine.tables import table
 from perf.engine.workload import Baseline, Workload
 
 ACCURACY_TIMEOUT_S = 60.0
-LIMIT_PASSES = 20  # the limit runs the input set's rows this many times at each batch size
+LIMIT_PASSES = 20
 
 
-class TensorModelWorkload(Workload):
+class SpecBaselines:
+    """The hand-rolled designs on a spec's model (perf.baselines.spec_model loads it by its task), and what they are
+    started with."""
+
+    spec: ModelSpec
+    baselines = {
+        "flask": Baseline("flask", "perf.baselines.flask_spec:app", "Flask"),
+        "uvicorn": Baseline("uvicorn", "perf.baselines.fastapi_spec:app", "FastAPI + uvicorn"),
+        "batcher": Baseline("uvicorn", "perf.baselines.fastapi_spec_batcher:app", "FastAPI + asyncio batcher"),
+    }
+
+    def baseline_environment(self, family: str, setting: dict, model_dir: Path, work: Path) -> dict[str, str]:
+        env = {"MODEL_SPEC": str(self.spec.path.resolve())}
+        if family == "batcher":
+            env |= {"BATCH_SIZE_MAX": str(setting["batch_size_max"]), "BATCH_TIMEOUT": str(setting["batch_timeout_ms"] / 1000)}
+        return env  # the limit runs the input set's rows this many times at each batch size
+
+
+class TensorModelWorkload(SpecBaselines, Workload):
     """The workload of one spec's model."""
 
     request, item = "request", "row"
     sweep_spec = "model"  # perf/specs/model.json
     needs = ()
     endpoint = "predict"
-    baselines = {
-        "flask": Baseline("flask", "perf.baselines.flask_tensor:app", "Flask"),
-        "uvicorn": Baseline("uvicorn", "perf.baselines.fastapi_tensor:app", "FastAPI + uvicorn"),
-        "batcher": Baseline("uvicorn", "perf.baselines.fastapi_tensor_batcher:app", "FastAPI + asyncio batcher"),
-    }
     load_note = (
         "the kit over gRPC gets each request's rows as the graph's tensors; the door and the hand-rolled designs get the "
         'same rows as the door\'s JSON body, {"inputs": {tensor: nested arrays}}.'
@@ -70,12 +83,6 @@ class TensorModelWorkload(Workload):
             bodies = [json.dumps({"inputs": {k: v.tolist() for k, v in t.items()}}).encode() for t in tensors]
             sets[s["name"]] = InputSet(s["name"], tensors, float(s["rows"]), tensors=tensors, bodies=bodies)
         return sets
-
-    def baseline_environment(self, family: str, setting: dict, model_dir: Path, work: Path) -> dict[str, str]:
-        env = {"MODEL_SPEC": str(self.spec.path.resolve())}
-        if family == "batcher":
-            env |= {"BATCH_SIZE_MAX": str(setting["batch_size_max"]), "BATCH_TIMEOUT": str(setting["batch_timeout_ms"] / 1000)}
-        return env
 
     def limit(self, spec: dict, model_dir: Path, work: Path, inputs: dict[str, InputSet]) -> dict:
         """Rows/s of the graph in this process (all cores) on the limit's input set, in batches of each size."""

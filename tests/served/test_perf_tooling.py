@@ -314,3 +314,16 @@ def test_a_text_classifier_from_a_spec_is_benchmarked_as_radar_is_by_name(tmp_pa
     results = sweep_spec_model(tmp_path, brought_models["topics"], {"chunks": 32, "batch_sizes": [8]}, "chunks")
     assert results["accuracy"]["compared"] == "SCORES and CHUNK_SCORES" and results["accuracy"]["max_abs_diff"] <= 1e-4
     assert "topics_classifier" in (tmp_path / "REPORT.md").read_text()
+
+
+def test_an_image_classifier_from_a_spec_is_benchmarked_against_the_hand_rolled_designs_by_name(tmp_path, brought_models):
+    """`python -m perf sweep --model NAME` on an image-classification spec: the same PNG and JPEG pictures of many sizes
+    to every design, each decoding and preprocessing them as the kit's pixels model does, the limit in-process, and
+    every label's served probability checked against it."""
+    results = sweep_spec_model(tmp_path, brought_models["scenes"], {"batch_sizes": [8], "passes": 1}, "images")
+    check = results["accuracy"]
+    assert check["compared"] == "SCORES" and check["max_abs_diff"] <= 1e-4 and check["top1_agreement"] == 1.0, check
+    assert results["limit"]["best"]["images_per_s"] > 0 and not results["errors"]
+    report = (tmp_path / "REPORT.md").read_text()
+    assert "FastAPI + asyncio batcher" in report and "## The limit" in report and "scenes_pixels" in report
+    assert "-> **met**" in report.split("served results within")[1].splitlines()[0]

@@ -1,0 +1,70 @@
+"""An image-classification spec's model (kit.control.image_task) as the hand-rolled designs load it: the spec's export
+(artifacts/models/NAME), each image decoded with the kit's limits and preprocessed by the same
+kit.pipelines.image_processing.Preprocessing as `NAME_pixels`, the graph in one ONNX Runtime session per process.
+The door's JSON body in ({"image": "<base64>"}, what the door takes), the door's answer out ({"label", "scores"}).
+
+    MODEL_SPEC=models/pets.toml ORT_THREADS=2 python -m perf.baselines.flask_spec --port 5000
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+import numpy as np
+
+from kit.control import image_task
+from kit.control.exports import export_dir
+from kit.control.specs import ModelSpec
+from kit.pipelines.errors import InputError
+from kit.pipelines.image_processing import Preprocessing, decode_image
+from kit.pipelines.ocr.image import decode_base64
+from kit.runners.onnx import make_session
+
+
+class ImageModel:
+    """The TensorModel interface (perf.baselines.tensor_model): `arrays` of a body, `run` on rows, `answer` of a row's
+    outputs, so that every design of perf.baselines.*_spec serves either."""
+
+    inputs_in_threads = True  # an image's decoding and preprocessing run in FastAPI's thread pool, off the event loop
+
+    def __init__(self, spec: ModelSpec, threads: int):
+        meta = image_task.export(spec)  # export.json (exported again only if the checkpoint changed)
+        folder = export_dir(spec)
+        self.labels = image_task.labels(spec, meta)
+        (self.input,), (self.output,) = meta["inputs"], meta["outputs"]
+        self.preprocess = Preprocessing.load(folder / image_task.PREPROCESSING)
+        self.session = make_session(folder / "model.onnx", threads)
+
+    def pixels(self, raw: bytes) -> np.ndarray:
+        """One encoded image as the graph's [3, height, width], as `NAME_pixels` makes it."""
+        return self.preprocess(decode_image(raw, image_task.MAX_IMAGE_BYTES, image_task.MAX_PIXELS))
+
+    def arrays(self, body: object) -> dict[str, np.ndarray]:
+        """The body's image as the graph's one-row input; InputError where it is not an image in base64."""
+        image = body.get("image") if isinstance(body, dict) else None
+        if not isinstance(image, str):
+            raise InputError('the body must be {"image": "<base64 of a PNG, JPEG, BMP or WebP file>"}')
+        return {self.input: self.pixels(from_base64(image.encode("ascii", "replace")))[np.newaxis]}
+
+    def run(self, arrays: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """SCORES [rows, labels] of preprocessed rows [rows, 3, height, width]."""
+        return self.session.run([self.output], arrays)
+
+    def answer(self, outputs: list[np.ndarray]) -> dict:
+        """One image's answer, as the door gives it: the most probable label and every label's probability."""
+        scores = outputs[0].reshape(-1)
+        return {"label": self.labels[int(scores.argmax())], "scores": dict(zip(self.labels, scores.tolist()))}
+
+    def predict(self, body: object) -> dict:
+        return self.answer(self.run(self.arrays(body)))
+
+
+def from_base64(text: bytes) -> bytes:
+    """Standard base64 the quick way, as a hand-rolled service decodes it; anything else (URL-safe, a data: URL,
+    whitespace) by the door's rules (kit.pipelines.ocr.image.decode_base64, which scans every character: about ten
+    times as long on standard text), so that a design takes what the door takes."""
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return decode_base64(text)

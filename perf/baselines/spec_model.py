@@ -1,0 +1,27 @@
+"""A spec's model (kit.control.specs) as the hand-rolled designs load it, by its task: an `onnx` spec's graph on the
+door's tensor body (perf.baselines.tensor_model), an image classifier's export on the door's image body
+(perf.baselines.image_model). Each has `arrays` of a body, `run` on rows, `answer` of a row's outputs and `predict`,
+so that one Flask, one FastAPI and one batcher design (perf.baselines.*_spec) serve any of them.
+
+    MODEL_SPEC=models/scorer.toml ORT_THREADS=2 python -m perf.baselines.flask_spec --port 5000
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from kit.control.specs import read_spec
+from perf.baselines.image_model import ImageModel
+from perf.baselines.tensor_model import TensorModel
+
+MODELS = {"onnx": TensorModel, "image-classification": ImageModel}
+
+
+def from_env() -> TensorModel | ImageModel:
+    spec = read_spec(Path(os.environ["MODEL_SPEC"]))
+    model = MODELS[spec.task](spec, int(os.environ.get("ORT_THREADS", "1")))
+    # The perf kit counts these lines to know that every worker process has loaded its model.
+    print(f"{spec.task} model ready in pid {os.getpid()}", file=sys.stderr, flush=True)
+    return model
