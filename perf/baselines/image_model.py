@@ -8,9 +8,6 @@ The door's JSON body in ({"image": "<base64>"}, what the door takes), the door's
 
 from __future__ import annotations
 
-import base64
-import binascii
-
 import numpy as np
 
 from kit.control import image_task
@@ -45,7 +42,7 @@ class ImageModel:
         image = body.get("image") if isinstance(body, dict) else None
         if not isinstance(image, str):
             raise InputError('the body must be {"image": "<base64 of a PNG, JPEG, BMP or WebP file>"}')
-        return {self.input: self.pixels(from_base64(image.encode("ascii", "replace")))[np.newaxis]}
+        return {self.input: self.pixels(decode_base64(image.encode("ascii", "replace")))[np.newaxis]}
 
     def run(self, arrays: dict[str, np.ndarray]) -> list[np.ndarray]:
         """SCORES [rows, labels] of preprocessed rows [rows, 3, height, width]."""
@@ -58,13 +55,3 @@ class ImageModel:
 
     def predict(self, body: object) -> dict:
         return self.answer(self.run(self.arrays(body)))
-
-
-def from_base64(text: bytes) -> bytes:
-    """Standard base64 the quick way, as a hand-rolled service decodes it; anything else (URL-safe, a data: URL,
-    whitespace) by the door's rules (kit.pipelines.ocr.image.decode_base64, which scans every character: about ten
-    times as long on standard text), so that a design takes what the door takes."""
-    try:
-        return base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        return decode_base64(text)

@@ -42,7 +42,15 @@ def image_bytes(data: bytes, max_bytes: int = MAX_IMAGE_BYTES) -> bytes:
 
 
 def decode_base64(text: bytes) -> bytes:
-    """Standard or URL-safe alphabet, padding optional, whitespace and a data: URL prefix allowed."""
+    """Standard or URL-safe alphabet, padding optional, whitespace and a data: URL prefix allowed. Standard padded
+    base64, what clients send, is decoded at once in C; the checks that name a fault scan every character, about ten
+    times as long, so they run only on what that refuses."""
+    try:
+        raw = base64.b64decode(text, validate=True)
+        if raw:
+            return raw
+    except (binascii.Error, ValueError):
+        pass
     compact = re.sub(rb"\s+", b"", DATA_URL.sub(b"", text.strip(), count=1))
     bad = NOT_BASE64.search(compact)
     if bad:
