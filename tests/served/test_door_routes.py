@@ -29,7 +29,6 @@ from clients.radar import AsyncRadarClient, RadarClient
 from samples.images import document, health_code
 from samples.texts import sample_texts
 from tests.conftest import REPO_ROOT
-from tests.served.conftest import BROUGHT, TEXT_CLASSIFIERS, TEXT_ENCODERS, UNBATCHED
 from tests.served.doors import Door, assert_problem, call, logged, running_door
 
 
@@ -230,7 +229,7 @@ def test_the_model_clients_carry_the_key_sync_async_and_on_their_command_lines(g
         assert result.returncode == 0 and json.loads(result.stdout)["chunks"][0]["end"] == 7, result.stderr
 
 
-def test_readiness_ids_and_metrics(door):
+def test_readiness_ids_and_metrics(door, brought_models):
     ready = call(door, "GET", "/health/ready")
     assert ready.status == 200, ready.data
     body = ready.json()
@@ -240,7 +239,7 @@ def test_readiness_ids_and_metrics(door):
         "triton": True,
         "models": {
             **{model: True for model in ("radar", "ocr", "health_code", "resnet50")},
-            **{model: True for model in (*BROUGHT, *UNBATCHED, *TEXT_CLASSIFIERS, *TEXT_ENCODERS)},  # the users' specs
+            **{model: True for model in brought_models},  # the users' specs, each by its entry
         },
         "dead_stubs": [],
         "stubs_visible": True,
