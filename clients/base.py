@@ -161,6 +161,25 @@ class AsyncModelClient:
             await self.client.close()
 
 
+class SpecModelClient(ModelClient):
+    """Thread-safe synchronous client of a spec's entry model (one text or image per request, its `OUTPUTS`); `map`
+    keeps `concurrency` in flight."""
+
+    OUTPUTS: list[str]
+
+    def __init__(
+        self,
+        model: str,
+        url: str,
+        protocol: str = "grpc",
+        concurrency: int = 8,
+        retry: RetryPolicy = RetryPolicy(),
+        api_key: str | None = None,
+        route: str | None = None,
+    ):
+        super().__init__(model, self.OUTPUTS, url, protocol, concurrency, retry=retry, api_key=api_key, route=route)
+
+
 def add_api_key(parser) -> None:
     """The command lines' --api-key: the door's X-API-Key (protocol door)."""
     parser.add_argument("--api-key", help="the door's X-API-Key, for --protocol door (default: $DOOR_API_KEY)")

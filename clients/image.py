@@ -18,28 +18,20 @@ from pathlib import Path
 import numpy as np
 from tritonclient.utils import InferenceServerException
 
-from clients.base import DEFAULT_URLS, ModelClient, report_all, spec_model_parser
+from clients.base import DEFAULT_URLS, SpecModelClient, report_all, spec_model_parser
 from clients.door import DoorError, b64
 from clients.results import ImageLabelledResult
 from clients.text import served_labels
-from clients.triton import RetryPolicy
 
 
-class ImageClassifierClient(ModelClient):
-    """Thread-safe synchronous client of an image-classification spec's entry (one image per request); `classify_many`
-    keeps `concurrency` in flight."""
+class ImageClassifierClient(SpecModelClient):
+    """An image-classification spec's client (one image per request): its most probable label and every label's
+    probability; `classify_many` keeps `concurrency` in flight."""
 
-    def __init__(
-        self,
-        model: str,
-        url: str,
-        protocol: str = "grpc",
-        concurrency: int = 8,
-        retry: RetryPolicy = RetryPolicy(),
-        api_key: str | None = None,
-        route: str | None = None,
-    ):
-        super().__init__(model, ["SCORES"], url, protocol, concurrency, retry=retry, api_key=api_key, route=route)
+    OUTPUTS = ["SCORES"]
+
+    def __init__(self, model: str, url: str, protocol: str = "grpc", *args, **kwargs):
+        super().__init__(model, url, protocol, *args, **kwargs)
         self.labels = None if self.door else served_labels(self.clients.get(), model)
 
     def classify(self, data: bytes) -> ImageLabelledResult:

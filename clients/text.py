@@ -18,30 +18,14 @@ from pathlib import Path
 
 from tritonclient.utils import InferenceServerException
 
-from clients.base import DEFAULT_URLS, ModelClient, report_all, spec_model_parser
+from clients.base import DEFAULT_URLS, SpecModelClient, report_all, spec_model_parser
 from clients.door import DoorError
 from clients.radar import text_tensor
 from clients.results import EMBEDDING_OUTPUTS, LABELLED_OUTPUTS, EmbeddingResult, LabelledResult
-from clients.triton import RetryPolicy
 
 
-class TextModelClient(ModelClient):
-    """Thread-safe synchronous client of a text spec's entry model (one text per request, its `OUTPUTS`);
-    `map` keeps `concurrency` in flight."""
-
-    OUTPUTS: list[str]
-
-    def __init__(
-        self,
-        model: str,
-        url: str,
-        protocol: str = "grpc",
-        concurrency: int = 8,
-        retry: RetryPolicy = RetryPolicy(),
-        api_key: str | None = None,
-        route: str | None = None,
-    ):
-        super().__init__(model, self.OUTPUTS, url, protocol, concurrency, retry=retry, api_key=api_key, route=route)
+class TextModelClient(SpecModelClient):
+    """A text spec's client: one text per request."""
 
     def ask(self, text: str | bytes) -> dict:
         """The door's JSON answer, or Triton's outputs by name."""
