@@ -22,9 +22,9 @@ from tritonclient.grpc import model_config_pb2 as mc
 from kit.control import exports
 from kit.control.configs import set_parameter
 from kit.control.exports import Exporter, export_dir
-from kit.control.onnx_task import QUEUE_PER_BATCH
+from kit.control.onnx_task import bounded_batching
 from kit.control.specs import DOOR_ROUTE, ModelSpec
-from kit.control.text_task import require_label_count
+from kit.control.text_task import checkpoint_labels
 
 EXPORTER = Exporter("export.image_classifier", lambda spec: [], lambda spec: {}, "an image classifier")
 LIKE = "resnet50_backbone"  # the shipped graph whose placement in each profile the classifier takes
@@ -42,31 +42,11 @@ def export(spec: ModelSpec) -> dict:
     return exports.export(spec, EXPORTER)
 
 
-def labels(spec: ModelSpec, meta: dict) -> list[str]:
-    """The label names in the graph's column order: the spec's, else the checkpoint's id2label."""
-    count = int(meta["num_labels"])
-    require_label_count(spec, count)
-    return list(spec.labels) or [meta["id2label"][str(index)] for index in range(count)]
-
-
-def batched(config: mc.ModelConfig, spec: ModelSpec) -> None:
-    """The spec's batch cap, queue delay and bounded queue (refusing past it) on a model that batches requests."""
-    config.max_batch_size = spec.max_batch_size
-    batching = config.dynamic_batching
-    batching.max_queue_delay_microseconds = spec.max_queue_delay_microseconds
-    batching.preferred_batch_size[:] = [b for b in spec.preferred_batch_size if b <= spec.max_batch_size]
-    policy = batching.default_queue_policy
-    policy.timeout_action = mc.ModelQueuePolicy.REJECT
-    policy.default_timeout_microseconds = int(spec.queue_timeout_seconds * 1e6)
-    policy.allow_timeout_override = True
-    policy.max_queue_size = QUEUE_PER_BATCH * spec.max_batch_size
-
-
 def image_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]:
     """Each model's canonical config, the shipped model whose profile placement it takes, and the profile settings
     the spec itself gives it."""
     meta = export(spec)
-    label_names = labels(spec, meta)
+    label_names = checkpoint_labels(spec, meta)
     model = names(spec)
     pixels_dims = [3, int(meta["height"]), int(meta["width"])]
     (graph_input,), (graph_output,) = meta["inputs"], meta["outputs"]
@@ -91,13 +71,13 @@ def image_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]
     set_parameter(pixels, "preprocessing", PREPROCESSING)
     set_parameter(pixels, "parameters_from", model["entry"])  # its limits, read from the entry (kit.control.derived)
     pixels.instance_group.add(kind=mc.ModelInstanceGroup.KIND_CPU, count=1)
-    batched(pixels, spec)
+    bounded_batching(pixels, spec)
 
     classifier = mc.ModelConfig(name=model["classifier"], backend="onnxruntime")
     classifier.input.add(name=graph_input, data_type=mc.TYPE_FP32, dims=pixels_dims)
     classifier.output.add(name=graph_output, data_type=mc.TYPE_FP32, dims=[len(label_names)])
     classifier.instance_group.add(kind=mc.ModelInstanceGroup.KIND_GPU, count=spec.instances)
-    batched(classifier, spec)
+    bounded_batching(classifier, spec)
     own = {"instances": spec.instances} if "instances" in spec.given else {}
     return {model["entry"]: (entry, "", {}), model["pixels"]: (pixels, "", {}), model["classifier"]: (classifier, LIKE, own)}
 
@@ -113,7 +93,7 @@ def image_files(spec: ModelSpec) -> dict[str, dict[str, Path]]:
 def check_image(spec: ModelSpec) -> str:
     """`kit add`'s check: the export, its preprocessing against the processor and its graph against PyTorch."""
     meta = export(spec)
-    label_names = labels(spec, meta)
+    label_names = checkpoint_labels(spec, meta)
     return (
         f"exported {spec.name}: preprocessing differs from the checkpoint's processor by at most "
         f"{meta['preprocessing_max_abs_diff']:.3g}, ONNX Runtime from PyTorch by at most {meta['max_abs_diff']:.3g} "

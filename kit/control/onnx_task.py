@@ -106,15 +106,22 @@ def onnx_config(spec: ModelSpec) -> mc.ModelConfig:
     if axes:
         set_parameter(config, DOOR_AXES, json.dumps(axes, separators=(",", ":")))
     if spec.max_batch_size > 0:
-        batching = config.dynamic_batching
-        batching.max_queue_delay_microseconds = spec.max_queue_delay_microseconds
-        batching.preferred_batch_size[:] = spec.preferred_batch_size
-        policy = batching.default_queue_policy
-        policy.timeout_action = mc.ModelQueuePolicy.REJECT
-        policy.default_timeout_microseconds = int(spec.queue_timeout_seconds * 1e6)
-        policy.allow_timeout_override = True
-        policy.max_queue_size = QUEUE_PER_BATCH * spec.max_batch_size
+        bounded_batching(config, spec)
     return config
+
+
+def bounded_batching(config: mc.ModelConfig, spec: ModelSpec) -> None:
+    """The spec's batch cap, queue delay and preferred sizes on a model that batches requests, with a bounded queue
+    that refuses past QUEUE_PER_BATCH full batches or the spec's queue timeout."""
+    config.max_batch_size = spec.max_batch_size
+    batching = config.dynamic_batching
+    batching.max_queue_delay_microseconds = spec.max_queue_delay_microseconds
+    batching.preferred_batch_size[:] = spec.preferred_batch_size
+    policy = batching.default_queue_policy
+    policy.timeout_action = mc.ModelQueuePolicy.REJECT
+    policy.default_timeout_microseconds = int(spec.queue_timeout_seconds * 1e6)
+    policy.allow_timeout_override = True
+    policy.max_queue_size = QUEUE_PER_BATCH * spec.max_batch_size
 
 
 def shared_axes(inputs: Sequence[onnx.ValueInfoProto], batched: bool) -> dict[str, list[str]]:

@@ -82,14 +82,17 @@ def check_label_count(spec: ModelSpec) -> None:
     require_label_count(spec, len(config.get("id2label") or {}) or int(config.get("num_labels", 2)))
 
 
-def labels(spec: ModelSpec, meta: dict) -> list[str]:
-    """The label names in the classifier's column order: the spec's, else the checkpoint's id2label; none for an
-    encoder."""
-    if spec.task != CLASSIFICATION:
-        return []
+def checkpoint_labels(spec: ModelSpec, meta: dict) -> list[str]:
+    """A classifier's label names in its columns' order (a text or an image one): the spec's, else the checkpoint's
+    id2label, as its export.json `meta` holds them."""
     count = int(meta["num_labels"])
     require_label_count(spec, count)
     return list(spec.labels) or [meta["id2label"][str(index)] for index in range(count)]
+
+
+def labels(spec: ModelSpec, meta: dict) -> list[str]:
+    """The label names in the classifier's column order; none for an encoder."""
+    return checkpoint_labels(spec, meta) if spec.task == CLASSIFICATION else []
 
 
 def width(meta: dict) -> int:

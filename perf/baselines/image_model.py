@@ -13,6 +13,7 @@ import numpy as np
 from kit.control import image_task
 from kit.control.exports import export_dir
 from kit.control.specs import ModelSpec
+from kit.control.text_task import checkpoint_labels
 from kit.pipelines.errors import InputError
 from kit.pipelines.image_processing import Preprocessing, decode_image
 from kit.pipelines.ocr.image import decode_base64
@@ -28,7 +29,7 @@ class ImageModel:
     def __init__(self, spec: ModelSpec, threads: int):
         meta = image_task.export(spec)  # export.json (exported again only if the checkpoint changed)
         folder = export_dir(spec)
-        self.labels = image_task.labels(spec, meta)
+        self.labels = checkpoint_labels(spec, meta)
         (self.input,), (self.output,) = meta["inputs"], meta["outputs"]
         self.preprocess = Preprocessing.load(folder / image_task.PREPROCESSING)
         self.session = make_session(folder / "model.onnx", threads)
