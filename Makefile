@@ -246,6 +246,7 @@ soak: $(VENV)/serve/.installed export ## 10-minute soak of the kit, then of the 
 	KIT_SOAK_SECONDS=600 $(SERVE_PY) -m pytest tests/served/test_soak.py -q -s $(PYTEST_ARGS)
 
 peak: $(VENV)/serve/.installed export ## 4,000 requests at once per protocol, past radar's queue bound of 2,048
+	$(SERVE_PY) -m kit.control.reply_buffer
 	KIT_PEAK_REQUESTS=4000 $(SERVE_PY) -m pytest tests/served/test_peak.py -q -s $(PYTEST_ARGS)
 
 fuzz: $(VENV)/serve/.installed export ## 5,000 malformed requests per protocol against a server of its own

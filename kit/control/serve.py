@@ -32,6 +32,7 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
+from kit.control import reply_buffer
 from kit.control.configs import ARTIFACTS, REPO_ROOT, RepositoryError
 from kit.control.repository import build
 from kit.control.runtime import (
@@ -173,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     options = ServerOptions(
         repository, args.host, args.http_port, args.grpc_port, args.metrics_port, admin_key=key, gpu_metrics=on_gpu
     )
+    print(reply_buffer.raise_setting(), flush=True)  # before Triton creates the sockets it sizes
     server = TritonServer(options)
     door = None if args.no_door else Door(options.grpc_url, args.door_host, args.door_port, door_key(args.door_host))
     stop = threading.Event()

@@ -6,6 +6,8 @@ the repository is two generated configs and a Python model that sleeps, so that 
 
 Each request ends answered, refused (the queue-full UNAVAILABLE / 503) or never answered within --wait seconds.
 The RADAR entry, and every text and image spec's entry, is such an ensemble (perf/RELIABILITY.md, make peak).
+Whether the HTTP refusals arrive depends on the kernel's net.core.wmem_default (kit.control.reply_buffer), which
+the report records: compare `sysctl -w net.core.wmem_default=212992` (the default) with 16777216.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 import tritonclient.grpc.aio as grpcaio
 import tritonclient.http.aio as httpaio
 
+from kit.control import reply_buffer
 from kit.control.runtime import ServerOptions, TritonServer
 from perf.probes.output import command_line, emit
 
@@ -107,7 +110,15 @@ def main(argv: list[str] | None = None) -> int:
                     ended = asyncio.run(burst(url, protocol, model, args.requests, args.wait))
                     results[f"{model} over {protocol}"] = dict(ended)
                     print(f"{model} over {protocol}: {dict(ended)}", flush=True)
-    emit({"command": command_line("perf.probes.ensemble_refusals", argv), "queue": QUEUE, "results": results}, args.out)
+    emit(
+        {
+            "command": command_line("perf.probes.ensemble_refusals", argv),
+            "queue": QUEUE,
+            "net.core.wmem_default": reply_buffer.current(),
+            "results": results,
+        },
+        args.out,
+    )
     return 0
 
 

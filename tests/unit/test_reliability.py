@@ -4,12 +4,14 @@ the clients' retry rule, the admin-key defaults of `make serve`, the supervisor'
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import InferenceServerException
 
 from clients.triton import RetryPolicy, call_with_retry, call_with_retry_async, is_retryable
+from kit.control import reply_buffer
 from kit.control.configs import load_source_config, source_models
 from kit.control.healthcheck import dead_stubs
 from kit.control.runtime import ADMIN_APIS, ServerError, Supervisor, restricted_api_args
@@ -192,3 +194,19 @@ def test_healthcheck_finds_zombie_stubs_of_a_tritonserver(tmp_path):
         (tmp_path / str(pid) / "stat").write_text(stat)
     assert dead_stubs(proc=tmp_path) == [101]
     assert dead_stubs(7, proc=tmp_path) == [103]
+
+
+def test_the_reply_buffer_is_raised_where_it_may_be_and_explained_where_it_may_not(tmp_path):
+    setting = tmp_path / "wmem_default"
+    setting.write_text("212992\n")
+    assert f"{reply_buffer.replies_at_once(212992):,} refusals" in reply_buffer.advice(212992)
+    said = reply_buffer.raise_setting(setting)
+    assert said.startswith("raised") and int(setting.read_text()) == reply_buffer.WANTED
+    assert reply_buffer.advice(reply_buffer.current(setting)) is None
+    assert reply_buffer.raise_setting(setting).startswith("net.core.wmem_default is")  # high enough: left alone
+    assert "not readable" in reply_buffer.raise_setting(tmp_path / "missing")
+    # A kernel file that is read-only even for root, as wmem_default is inside a container.
+    read_only = Path("/proc/sys/fs/file-nr")
+    before = read_only.read_text()
+    assert reply_buffer.raise_setting(read_only).startswith("warning: net.core.wmem_default is")
+    assert read_only.read_text().split()[2] == before.split()[2]
