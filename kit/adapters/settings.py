@@ -148,6 +148,21 @@ class ImageClassifierSettings(Settings):
     labels: str = ""
 
 
+@dataclass(frozen=True)
+class PipelineSettings(Settings):
+    """A pipeline spec's entry (kit.control.pipeline_task, kit/adapters/pipeline_model.py): `pipeline_module`, the
+    user's module's file in the version folder (kit.pipelines.custom); `networks`, the builder's JSON of each
+    network's model and output names; `max_rows`, the most rows a network takes in one call (its max_batch_size);
+    `requests_in_flight`, how many requests may be under way at once, the rest waiting in Triton's bounded queue.
+    `door_route` reaches the front door through the config."""
+
+    pipeline_module: str
+    networks: str
+    max_rows: int
+    requests_in_flight: int
+    door_route: str = ""
+
+
 OCR_ENGINES = ("bls", "in_process")
 
 
@@ -310,6 +325,7 @@ PARAMETER_SETTINGS: dict[str, type[Settings]] = {
     "batches_in_flight": RadarTextsSettings,
     "classifier": RadarSettings,
     "pixels_model": ImageClassifierSettings,
+    "pipeline_module": PipelineSettings,
 }
 
 

@@ -23,7 +23,12 @@ def pb():
 
 
 class ModelCallError(RuntimeError):
-    """A BLS request to another model of the server failed; the message names the model."""
+    """A BLS request to another model of the server failed; the message names the model. `bad_input`: the model
+    refused the request's inputs (INVALID_ARG), where the backend says so."""
+
+    def __init__(self, message: str, bad_input: bool = False):
+        super().__init__(message)
+        self.bad_input = bad_input
 
 
 def error_response(message: str, code: str = "INVALID_ARG"):
@@ -54,7 +59,9 @@ async def infer(model: str, inputs: dict[str, np.ndarray], outputs: list[str], t
     )
     result = await request.async_exec()
     if result.has_error():
-        raise ModelCallError(f"{model}: {result.error().message()}")
+        error = result.error()
+        code = error.code() if hasattr(error, "code") else None
+        raise ModelCallError(f"{model}: {error.message()}", code == utils.TritonError.INVALID_ARG)
     return [utils.get_output_tensor_by_name(result, name).as_numpy() for name in outputs]
 
 

@@ -8,6 +8,7 @@ docs/MODELS.md walks through it.
     kit add NAME --task text-classification --from CHECKPOINT_DIR_OR_HUB_ID [--max-chars N] [...]
     kit add NAME --task feature-extraction --from CHECKPOINT_DIR_OR_HUB_ID [--pooling mean|cls] [--normalize] [...]
     kit add NAME --task image-classification --from CHECKPOINT_DIR_OR_HUB_ID [--route /v1/...]
+    kit add NAME --task pipeline --from MODULE.py [--max-batch-size N] [--route /v1/...]
     kit list [--models DIR]
     kit export [--models DIR]      # what `make export` runs: each checkpoint spec's export, where it is stale
 """
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         required=True,
         help="onnx: a .onnx graph; text-classification, feature-extraction, image-classification: a checkpoint folder or "
-        "a hub id",
+        "a hub id; pipeline: the Python module of your own pre- and post-processing (docs/MODELS.md)",
     )
     a.add_argument("--max-batch-size", type=int, help="the model's batch cap; 0 serves it unbatched (onnx)")
     a.add_argument("--max-chars", type=int, help="text tasks: chunk size in characters (default: the token limit)")

@@ -134,13 +134,16 @@ def shared_axes(inputs: Sequence[onnx.ValueInfoProto], batched: bool) -> dict[st
 
 
 def example_inputs(config: mc.ModelConfig, rows: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """Random inputs of `rows` rows for the config's tensors (whole numbers 0-9 for integer types)."""
+    """Random inputs of `rows` rows for the config's tensors (whole numbers 0-9 for integer types, short byte strings
+    for BYTES)."""
     rng = np.random.default_rng(seed)
     arrays = {}
     for tensor in config.input:
         shape = [rows] * (config.max_batch_size > 0) + [FREE_DIM if d < 0 else d for d in tensor.dims]
         dtype = numpy_type(tensor.data_type)
-        if np.issubdtype(dtype, np.floating):
+        if dtype == np.object_:
+            arrays[tensor.name] = np.array([f"text {i}".encode() for i in range(int(np.prod(shape)))], object).reshape(shape)
+        elif np.issubdtype(dtype, np.floating):
             arrays[tensor.name] = rng.standard_normal(shape).astype(dtype)
         elif dtype == np.bool_:
             arrays[tensor.name] = rng.integers(0, 2, shape).astype(bool)

@@ -14,6 +14,7 @@ from kit.control.configs import RepositoryError
 from kit.control.exports import Exporter
 from kit.control.image_task import EXPORTER, check_image, image_configs, image_files
 from kit.control.onnx_task import check_graph, graph_files, onnx_config
+from kit.control.pipeline_task import check_pipeline, pipeline_configs, pipeline_files
 from kit.control.specs import ModelSpec, SpecError, check_routes, read_spec
 from kit.control.text_task import EXPORTERS, check_text, text_configs, text_files
 
@@ -73,10 +74,15 @@ def image_models(spec: ModelSpec) -> dict[str, Generated]:
     return {name: Generated(config, like, settings) for name, (config, like, settings) in image_configs(spec).items()}
 
 
+def pipeline_models(spec: ModelSpec) -> dict[str, Generated]:
+    return {name: Generated(config, like, settings) for name, (config, like, settings) in pipeline_configs(spec).items()}
+
+
 TASKS = {
     "onnx": Task(onnx_models, lambda spec: {spec.name: graph_files(spec)}, onnx_check),
     **{task: Task(text_models, text_files, check_text, exporter) for task, exporter in EXPORTERS.items()},
     "image-classification": Task(image_models, image_files, check_image, EXPORTER),
+    "pipeline": Task(pipeline_models, pipeline_files, check_pipeline),
 }
 
 

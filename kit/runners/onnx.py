@@ -86,3 +86,24 @@ class OcrEngines:
     async def recognize(self, crops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         indices, probs = self.sessions["rec"].run(["char_indices", "char_probs"], {"image": crops})
         return indices, probs
+
+
+class Graphs:
+    """Named ONNX graphs in this process, each called with its inputs by name and answering all its outputs by name,
+    in the shapes Triton gives them (kit.control.onnx_task): a graph tensor of one value per row is [rows, 1] on the
+    outside. The networks of a user's pipeline (kit.pipelines.custom) outside Triton; input the graph refuses is a
+    ValueError, the request's fault, as the served path answers it."""
+
+    def __init__(self, paths: dict[str, Path], threads: int = 1):
+        self.sessions = {name: make_session(path, threads) for name, path in paths.items()}
+
+    async def __call__(self, name: str, inputs: Inputs) -> dict[str, np.ndarray]:
+        session = self.sessions[name]
+        per_row = {i.name for i in session.get_inputs() if len(i.shape) == 1}
+        feed = {k: v.reshape(len(v)) if k in per_row else v for k, v in inputs.items()}
+        outputs = session.get_outputs()
+        try:
+            values = session.run([o.name for o in outputs], feed)
+        except BAD_INPUT as exc:
+            raise ValueError(f"network {name!r} refused its inputs: {exc}") from None
+        return {o.name: v.reshape(len(v), 1) if len(o.shape) == 1 else v for o, v in zip(outputs, values)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -40,6 +41,14 @@ TEXT_ENCODERS = {
 # and a ConvNeXt whose processor resizes the shorter side and crops (crop_pct). Name -> checkpoint.
 IMAGE_CLASSIFIERS = {"pets": "vit", "scenes": "convnext"}
 
+# Users' own pre- and post-processing (`--task pipeline`): a module of tests/pipelines/, copied beside its networks'
+# graphs as a user keeps them, then added by `kit add` alone. Name -> each network's graph writer, by file.
+PIPELINES = {
+    "tabular": {"scorer.onnx": onnx_graphs.mlp},
+    "words": {"pooler.onnx": onnx_graphs.pooled_embeddings, "scorer.onnx": onnx_graphs.mlp},
+}
+PIPELINE_MODULES = REPO_ROOT / "tests" / "pipelines"
+
 
 @pytest.fixture(scope="session")
 def checkpoints(tmp_path_factory) -> Path:
@@ -66,6 +75,14 @@ def brought_models(tmp_path_factory, checkpoints) -> dict[str, ModelSpec]:
         assert kit_main([*args, "--models", str(root / "models")]) == 0
     for name, checkpoint in IMAGE_CLASSIFIERS.items():
         args = ["add", name, "--task", "image-classification", "--from", str(checkpoints / checkpoint)]
+        assert kit_main([*args, "--models", str(root / "models")]) == 0
+    for name, graphs in PIPELINES.items():
+        folder = root / "pipelines" / name
+        folder.mkdir(parents=True)
+        module = Path(shutil.copy(PIPELINE_MODULES / f"{name}.py", folder))
+        for file, write in graphs.items():
+            write(folder / file)
+        args = ["add", name, "--task", "pipeline", "--from", str(module), "--max-batch-size", "16"]
         assert kit_main([*args, "--models", str(root / "models")]) == 0
     return read_specs(root / "models")
 

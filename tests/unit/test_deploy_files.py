@@ -154,12 +154,14 @@ def test_image_build_imports_what_every_model_py_imports_from_the_kit():
     dockerfile = (DEPLOY / "triton" / "Dockerfile").read_text()
     adapters = sorted({model_file(c) for c in profile_configs("gpu").values() if c.backend == "python"} - {None})
     adapters = [path for path in adapters if path.parent.name == "adapters"]
-    adapters.append(ADAPTERS_BY_PARAMETER["preprocessing"])  # an image-classification spec's, which no shipped model has
+    # A spec's models that no shipped model has: an image classifier's pixels, a user's pipeline.
+    adapters += [ADAPTERS_BY_PARAMETER["preprocessing"], ADAPTERS_BY_PARAMETER["pipeline_module"]]
     named = " \\\n    ".join(f"/opt/kit/kit/adapters/{path.name}" for path in adapters)
     assert f"RUN python3 /tmp/check/check_imports.py /tmp/check/model_repository {named}" in dockerfile
     checked = check_imports.check(SOURCE, adapters)
     assert "text_classifier_model: kit.pipelines.text.radar" in checked
     assert "image_pixels_model: kit.pipelines.image_processing" in checked
+    assert "pipeline_model: kit.pipelines.custom" in checked
 
 
 def test_grafana_dashboard_parses_and_uses_the_provisioned_datasource(compose):

@@ -1,0 +1,64 @@
+"""A user's pipeline module (kit.pipelines.custom) loaded from its file, with its networks either as batched models of
+this server (BLS: what the `pipeline` task's entry model serves) or as ONNX Runtime sessions in this process (the
+check `kit add` runs, and the tests' reference)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from kit.adapters.triton import ModelCallError, infer
+from kit.pipelines.custom import Definition, DefinitionError, Networks, definition
+
+
+def load_definition(path: Path) -> Definition:
+    """The pipeline `path` declares. Its folder goes on the import path first, so that the module may import its
+    own helpers beside it; a module that fails to import is a DefinitionError that says why."""
+    path = Path(path).resolve()
+    name = "kit_pipeline_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise DefinitionError(f"{path}: not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    folder = str(path.parent)
+    added = folder not in sys.path
+    if added:
+        sys.path.insert(0, folder)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # the user's code: whatever it raises, say so and where
+        raise DefinitionError(f"{path}: importing it failed: {type(exc).__name__}: {exc}") from None
+    finally:
+        if added:
+            sys.path.remove(folder)
+    return definition(vars(module), str(path))
+
+
+def in_process_networks(pipeline: Definition, folder: Path, max_rows: int = 0, threads: int = 1) -> Networks:
+    """The pipeline's graphs (beside its module, in `folder`) run by ONNX Runtime in this process."""
+    from kit.runners.onnx import Graphs  # onnxruntime only where the networks run in this process
+
+    return Networks(pipeline.networks, Graphs({n: folder / file for n, file in pipeline.networks.items()}, threads), max_rows)
+
+
+def served_networks(models: str, max_rows: int, version: int = -1) -> Networks:
+    """The pipeline's networks as models of this server: `models` is the builder's JSON of each network's model and
+    output names (kit.control.pipeline_task). A network that refuses the inputs fails the request as bad input."""
+    served = json.loads(models)
+
+    async def call(name: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        model, outputs = served[name]["model"], served[name]["outputs"]
+        try:
+            values = await infer(model, inputs, outputs, version=version)
+        except ModelCallError as exc:
+            if exc.bad_input:
+                raise ValueError(str(exc)) from None
+            raise
+        return dict(zip(outputs, values))
+
+    return Networks(served, call, max_rows)

@@ -1,0 +1,180 @@
+"""A user's own pre- and post-processing around their networks: the `pipeline` task's contract (kit.control.
+pipeline_task). The user writes one Python module that declares what a request holds, what its answer holds and
+which ONNX graphs it calls, and an async `run` that turns one request's rows into its answer, awaiting each network
+as one call:
+
+    NETWORKS = {"scorer": "scorer.onnx"}          # each network's graph, beside the module
+    INPUTS = {"features": ("FP32", [4])}          # each input: its Triton data type and the dims of one row
+    OUTPUTS = {"label": ("INT64", [1]), "probs": ("FP32", [3])}
+
+    async def run(inputs, networks):
+        scored = await networks.scorer({"x": inputs["features"] / 255})
+        return {"label": scored["probs"].argmax(1)[:, None], "probs": scored["probs"]}
+
+    EXAMPLE = {"features": [[0, 10, 200, 255], [1, 2, 3, 4]]}  # optional: valid rows for `kit add`'s check
+
+The same `run` serves in Triton, where each network is a batched model of the server called over BLS (so the calls
+of concurrent requests meet in its batcher), and in this process over ONNX Runtime (tests, `kit add`'s check), as
+OCR's pipeline does with its Engines. A network's tensors are as Triton serves its graph: rows first, a value per row
+as [rows, 1]. A ValueError from `run` is the request's fault and fails it alone.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from kit.pipelines.errors import InputError
+
+# Triton's data types that a pipeline's tensors may take, as numpy types.
+TYPES = {
+    "BOOL": np.bool_,
+    "UINT8": np.uint8,
+    "INT8": np.int8,
+    "INT16": np.int16,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "FP64": np.float64,
+    "BYTES": np.object_,
+}
+NAMES = ("NETWORKS", "INPUTS", "OUTPUTS", "run")
+
+
+class DefinitionError(ValueError):
+    """The module does not declare a pipeline; the message names the declaration and the fix."""
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    data_type: str  # a key of TYPES
+    dims: tuple[int, ...]  # one row's; -1 for a free axis
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(TYPES[self.data_type])
+
+    def fits(self, shape: tuple[int, ...]) -> bool:
+        """Whether a batch of this tensor (rows first) may have `shape`."""
+        return len(shape) == len(self.dims) + 1 and all(d in (-1, s) for d, s in zip(self.dims, shape[1:]))
+
+
+@dataclass(frozen=True)
+class Definition:
+    networks: dict[str, str]  # name -> graph file, relative to the module's folder
+    inputs: tuple[Tensor, ...]
+    outputs: tuple[Tensor, ...]
+    run: Callable[[dict[str, np.ndarray], Networks], Awaitable[dict[str, np.ndarray]]]
+    example: dict[str, np.ndarray] | None = None  # rows to check it on, where random rows are not valid input
+
+
+def tensors(where: str, key: str, declared: object) -> tuple[Tensor, ...]:
+    fix = f'declare {key} as {{"name": ("FP32", [4]), ...}}, each type one of {", ".join(TYPES)}'
+    if not isinstance(declared, Mapping) or not declared:
+        raise DefinitionError(f"{where}: {key} is {declared!r}; {fix}")
+    found = []
+    for name, value in declared.items():
+        ok = isinstance(name, str) and name.isidentifier() and isinstance(value, tuple | list) and len(value) == 2
+        if ok:
+            data_type, dims = value
+            ok = data_type in TYPES and isinstance(dims, tuple | list) and len(dims) > 0
+            ok = ok and all(isinstance(d, int) and not isinstance(d, bool) and (d > 0 or d == -1) for d in dims)
+        if not ok:
+            raise DefinitionError(f"{where}: {key}[{name!r}] is {value!r}; {fix} (dims: positive, or -1 for a free axis)")
+        found.append(Tensor(name, data_type, tuple(dims)))
+    return tuple(found)
+
+
+def definition(namespace: Mapping[str, object], where: str) -> Definition:
+    """The pipeline a module's names declare; DefinitionError, naming the declaration, when they do not."""
+    missing = [name for name in NAMES if name not in namespace]
+    if missing:
+        raise DefinitionError(f"{where}: {missing[0]} is missing; a pipeline module declares {', '.join(NAMES)}")
+    networks = namespace["NETWORKS"]
+    if not isinstance(networks, Mapping) or not all(
+        isinstance(k, str) and k.isidentifier() and isinstance(v, str) and v.endswith(".onnx") for k, v in networks.items()
+    ):
+        raise DefinitionError(f'{where}: NETWORKS is {networks!r}; declare it as {{"name": "graph.onnx", ...}} ({{}}: none)')
+    if not inspect.iscoroutinefunction(namespace["run"]):
+        raise DefinitionError(f"{where}: run is not an async function; declare `async def run(inputs, networks)`")
+    inputs, outputs = tensors(where, "INPUTS", namespace["INPUTS"]), tensors(where, "OUTPUTS", namespace["OUTPUTS"])
+    example = namespace.get("EXAMPLE")
+    return Definition(dict(networks), inputs, outputs, namespace["run"], example and examples(where, inputs, example))
+
+
+def examples(where: str, inputs: tuple[Tensor, ...], declared: object) -> dict[str, np.ndarray]:
+    """EXAMPLE's rows as arrays of INPUTS' types; DefinitionError when they do not fit INPUTS."""
+    fix = "declare EXAMPLE as {input: rows, ...}, two rows or more of every input, each as INPUTS says"
+    if not isinstance(declared, Mapping) or set(declared) != {t.name for t in inputs}:
+        raise DefinitionError(f"{where}: EXAMPLE does not name exactly the inputs; {fix}")
+    arrays = {}
+    for tensor in inputs:
+        try:
+            arrays[tensor.name] = np.asarray(declared[tensor.name], dtype=tensor.dtype)
+        except (TypeError, ValueError) as exc:
+            raise DefinitionError(f"{where}: EXAMPLE[{tensor.name!r}] is not {tensor.data_type} ({exc}); {fix}") from None
+        if not tensor.fits(arrays[tensor.name].shape):
+            raise DefinitionError(f"{where}: EXAMPLE[{tensor.name!r}] has shape {arrays[tensor.name].shape}; {fix}")
+    if len({len(a) for a in arrays.values()}) != 1 or len(next(iter(arrays.values()))) < 2:
+        raise DefinitionError(f"{where}: EXAMPLE's inputs hold unequal or too few rows; {fix}")
+    return arrays
+
+
+NetworkCall = Callable[[str, dict[str, np.ndarray]], Awaitable[dict[str, np.ndarray]]]
+
+
+class Networks:
+    """A pipeline's networks by name, `networks.scorer(inputs)` or `networks["scorer"](inputs)`: one awaited call,
+    its outputs by name. A call of more rows than a network takes at once goes as several, concatenated."""
+
+    def __init__(self, names: Mapping[str, object], call: NetworkCall, max_rows: int = 0):
+        self._names, self._call, self._max_rows = tuple(names), call, max_rows
+
+    def __getitem__(self, name: str) -> Callable[[dict[str, np.ndarray]], Awaitable[dict[str, np.ndarray]]]:
+        if name not in self._names:
+            raise KeyError(f"no network {name!r}: the pipeline declares {', '.join(self._names) or 'none'}")
+        return lambda inputs: self._rows(name, inputs)
+
+    def __getattr__(self, name: str):
+        try:
+            return self[name]
+        except KeyError as exc:
+            raise AttributeError(exc.args[0]) from None
+
+    async def _rows(self, name: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        rows = len(next(iter(inputs.values()))) if inputs else 0
+        if not self._max_rows or rows <= self._max_rows:
+            return await self._call(name, inputs)
+        parts = [
+            await self._call(name, {k: v[start : start + self._max_rows] for k, v in inputs.items()})
+            for start in range(0, rows, self._max_rows)
+        ]
+        return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+
+
+async def answer(pipeline: Definition, inputs: dict[str, np.ndarray], networks: Networks) -> dict[str, np.ndarray]:
+    """One request's answer: `run` on its rows, held to OUTPUTS (every output, of the request's row count, its dims
+    and type). A ValueError of `run` is the request's own (InputError); a wrong answer is the pipeline's bug."""
+    rows = len(next(iter(inputs.values())))
+    try:
+        produced = await pipeline.run(inputs, networks)
+    except InputError:
+        raise
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    if not isinstance(produced, Mapping):
+        raise TypeError(f"run returned {type(produced).__name__}, not a dict of its OUTPUTS")
+    answered = {}
+    for tensor in pipeline.outputs:
+        if tensor.name not in produced:
+            raise TypeError(f"run returned no {tensor.name!r} (it returned {', '.join(map(str, produced)) or 'nothing'})")
+        value = np.asarray(produced[tensor.name])
+        if len(value.shape) == 0 or value.shape[0] != rows or not tensor.fits(value.shape):
+            raise TypeError(f"run returned {tensor.name!r} of shape {value.shape}; OUTPUTS says {rows} rows of {tensor.dims}")
+        answered[tensor.name] = value.astype(tensor.dtype, copy=False)
+    return answered

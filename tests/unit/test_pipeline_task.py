@@ -1,0 +1,121 @@
+"""The `pipeline` task without a server: a module with a mistake in any declaration is refused by `kit add` with a
+message that names the spec, the declaration and the fix, and writes no spec; a good one runs in this process as it
+would served, and becomes an entry plus one batched model per network in every profile."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kit.adapters.custom_pipeline import in_process_networks, load_definition
+from kit.control.configs import REPO_ROOT, parameters
+from kit.control.models import main as kit_main
+from kit.control.repository import profile_configs
+from kit.control.specs import read_specs
+from kit.pipelines.custom import Networks, answer
+from tests import onnx_graphs
+
+MODULES = REPO_ROOT / "tests" / "pipelines"
+
+
+@pytest.fixture
+def folder(tmp_path) -> Path:
+    """tests/pipelines/tabular.py beside its graph, as a user keeps them."""
+    shutil.copy(MODULES / "tabular.py", tmp_path)
+    onnx_graphs.mlp(tmp_path / "scorer.onnx")
+    return tmp_path
+
+
+def add(module: Path, models: Path, *options: str) -> int:
+    return kit_main(["add", module.stem, "--task", "pipeline", "--from", str(module), "--models", str(models), *options])
+
+
+GOOD = (MODULES / "tabular.py").read_text()
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (
+            (
+                "async def run(inputs, networks):",
+                "def run(inputs, networks):\n    return {}\n\n\nasync def unused(inputs, networks):",
+            ),
+            "run is not an async function",
+        ),
+        (('NETWORKS = {"scorer": "scorer.onnx"}', "NETWORKZ = {}"), "NETWORKS is missing"),
+        (('NETWORKS = {"scorer": "scorer.onnx"}', 'NETWORKS = {"scorer": "scorer.pt"}'), "NETWORKS is {'scorer': 'scorer.pt'}"),
+        (('NETWORKS = {"scorer": "scorer.onnx"}', 'NETWORKS = {"scorer": "other.onnx"}'), "not a file beside it"),
+        (('"values": ("FP32", [8])', '"values": ("FLOAT", [8])'), "INPUTS['values'] is ('FLOAT', [8])"),
+        (('"values": ("FP32", [8])', '"values": ("FP32", [0])'), "INPUTS['values'] is ('FP32', [0])"),
+        (('"probs": ("FP32", [4])', '"probs": ("FP32", [5])'), "run returned 'probs' of shape (3, 4)"),
+        (('"probs": probs}', '"chances": probs}'), "run returned no 'probs'"),
+        (('"scale": [[1.0], [2.0], [0.5]]', '"scale": [[1.0], [0.0], [0.5]]'), "fails on its EXAMPLE: InputError: scale"),
+        (('"scale": [[1.0], [2.0], [0.5]]', '"scale": [[1.0]]'), "EXAMPLE's inputs hold unequal or too few rows"),
+        (("import numpy as np", "import numpy as np\nimport not_installed_here"), "importing it failed: ModuleNotFound"),
+    ],
+)
+def test_a_mistake_in_a_pipeline_module_names_the_spec_and_the_declaration(folder, change, words, capsys):
+    module = folder / "tabular.py"
+    assert change[0] in GOOD
+    module.write_text(GOOD.replace(*change))
+    assert add(module, folder / "models") == 2
+    error = capsys.readouterr().err
+    assert "tabular.toml: `source`" in error and words in error, error
+    assert not (folder / "models" / "tabular.toml").exists()
+
+
+def test_a_pipeline_source_must_be_a_python_module(folder, capsys):
+    assert kit_main(["add", "scorer", "--task", "pipeline", "--from", str(folder / "scorer.onnx"), "--models", str(folder)]) == 2
+    assert "not a Python module" in capsys.readouterr().err
+
+
+def test_a_pipeline_entry_takes_rows_first(folder, capsys):
+    assert add(folder / "tabular.py", folder / "models", "--max-batch-size", "0") == 2
+    assert "`max_batch_size` is 0" in capsys.readouterr().err
+
+
+def test_a_pipeline_runs_in_process_as_its_arithmetic_says(folder):
+    pipeline = load_definition(folder / "tabular.py")
+    values = np.random.default_rng(0).standard_normal((3, 8)).astype(np.float32)
+    scale = np.array([[1.0], [2.0], [4.0]], np.float32)
+    got = asyncio.run(answer(pipeline, {"values": values, "scale": scale}, in_process_networks(pipeline, folder)))
+    alone = asyncio.run(
+        answer(pipeline, {"values": values / scale, "scale": np.ones_like(scale)}, in_process_networks(pipeline, folder))
+    )
+    np.testing.assert_allclose(got["probs"], alone["probs"], rtol=1e-6)
+    assert got["label"].shape == (3, 1) and got["top"][:, 0].tolist() == got["probs"].max(axis=1).tolist()
+
+
+def test_a_network_call_of_more_rows_than_it_takes_goes_in_parts():
+    calls = []
+
+    async def call(name, inputs):
+        calls.append(len(inputs["x"]))
+        return {"y": inputs["x"] * 2}
+
+    networks = Networks({"double": "double.onnx"}, call, max_rows=2)
+    out = asyncio.run(networks.double({"x": np.arange(5)}))
+    assert calls == [2, 2, 1] and out["y"].tolist() == [0, 2, 4, 6, 8]
+    assert not hasattr(networks, "triple")
+    with pytest.raises(KeyError, match="no network 'triple': the pipeline declares double"):
+        networks["triple"]
+
+
+@pytest.mark.parametrize("profile, backend", [("cpu", "python"), ("gpu", "onnxruntime"), ("gpu-embedded", "python")])
+def test_a_pipeline_spec_becomes_an_entry_and_a_batched_model_per_network_in_every_profile(folder, profile, backend):
+    assert add(folder / "tabular.py", folder / "models", "--max-batch-size", "8") == 0
+    configs = profile_configs(profile, specs=read_specs(folder / "models"))
+    entry, network = configs["tabular"], configs["tabular_scorer"]
+    assert entry.backend == "python" and entry.max_batch_size == 8
+    assert all(group.kind == group.KIND_CPU for group in entry.instance_group)
+    assert [t.name for t in entry.input] == ["values", "scale"] and [t.name for t in entry.output] == ["label", "top", "probs"]
+    assert parameters(entry)["door_route"] == "/v1/tabular" and "door_route" not in parameters(network)
+    assert network.backend == backend and network.max_batch_size == 8
+    for config in (entry, network):
+        policy = config.dynamic_batching.default_queue_policy
+        assert 0 < policy.max_queue_size <= 4096 and policy.timeout_action == policy.REJECT
