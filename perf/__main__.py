@@ -35,6 +35,7 @@ from perf.engine.targets import merged
 from perf.engine.workload import Workload
 from perf.workloads import WORKLOADS
 from perf.workloads.image import ImageModelWorkload
+from perf.workloads.pipeline import PipelineModelWorkload
 from perf.workloads.tensor import TensorModelWorkload
 from perf.workloads.text import TextModelWorkload
 
@@ -44,6 +45,7 @@ MODEL_WORKLOADS = {  # by the spec's task
     "text-classification": TextModelWorkload,
     "feature-extraction": TextModelWorkload,
     "image-classification": ImageModelWorkload,
+    "pipeline": PipelineModelWorkload,
 }
 
 

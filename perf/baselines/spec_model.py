@@ -1,7 +1,8 @@
 """A spec's model (kit.control.specs) as the hand-rolled designs load it, by its task: an `onnx` spec's graph on the
 door's tensor body (perf.baselines.tensor_model), an image classifier's export on the door's image body
-(perf.baselines.image_model). Each has `arrays` of a body, `run` on rows, `answer` of a row's outputs and `predict`,
-so that one Flask, one FastAPI and one batcher design (perf.baselines.*_spec) serve any of them.
+(perf.baselines.image_model), a user's pipeline module on the tensor body (perf.baselines.pipeline_model). Each has
+`arrays` of a body, `run` on rows, `answer` of a row's outputs and `predict`, so that one Flask, one FastAPI and one
+batcher design (perf.baselines.*_spec) serve any of them.
 
     MODEL_SPEC=models/scorer.toml ORT_THREADS=2 python -m perf.baselines.flask_spec --port 5000
 """
@@ -14,9 +15,10 @@ from pathlib import Path
 
 from kit.control.specs import read_spec
 from perf.baselines.image_model import ImageModel
+from perf.baselines.pipeline_model import PipelineModel
 from perf.baselines.tensor_model import TensorModel
 
-MODELS = {"onnx": TensorModel, "image-classification": ImageModel}
+MODELS = {"onnx": TensorModel, "image-classification": ImageModel, "pipeline": PipelineModel}
 
 
 def from_env() -> TensorModel | ImageModel:

@@ -19,11 +19,12 @@ from kit.runners.onnx import make_session
 class TensorModel:
     inputs_in_threads = False  # a body's few rows are made on the event loop
 
-    def __init__(self, spec: ModelSpec, threads: int):
+    def __init__(self, spec: ModelSpec, threads: int, session: bool = True):
         config = task_of(spec).models(spec)[spec.name].config
         self.dtypes = {t.name: numpy_type(t.data_type) for t in config.input}
         self.outputs = [t.name for t in config.output]
-        self.session = make_session(spec.source_path, threads)
+        if session:
+            self.session = make_session(spec.source_path, threads)
 
     def arrays(self, body: object) -> dict[str, np.ndarray]:
         """The body's inputs as arrays of the graph's types; InputError where one is missing or not rectangular."""

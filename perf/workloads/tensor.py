@@ -84,14 +84,22 @@ class TensorModelWorkload(SpecBaselines, Workload):
             sets[s["name"]] = InputSet(s["name"], tensors, float(s["rows"]), tensors=tensors, bodies=bodies)
         return sets
 
+    limit_subject = "The graph"  # what the limit runs, as the report says it
+
+    def limit_layout(self) -> str:
+        return f"ONNX Runtime, {CORES} threads"
+
+    def limit_job(self, items: list[dict[str, np.ndarray]], batch: int):
+        return functools.partial(limit_job, self.spec.source_path, items, batch)
+
     def limit(self, spec: dict, model_dir: Path, work: Path, inputs: dict[str, InputSet]) -> dict:
-        """Rows/s of the graph in this process (all cores) on the limit's input set, in batches of each size."""
+        """Rows/s of the model in this process (all cores) on the limit's input set, in batches of each size."""
         items = inputs[spec["limit"]["input"]].items
         layouts = []
         for b in spec["limit"]["batch_sizes"]:
-            wall, cpu = in_parallel([functools.partial(limit_job, self.spec.source_path, items, b)])
+            wall, cpu = in_parallel([self.limit_job(items, b)])
             rows = LIMIT_PASSES * sum(len(next(iter(t.values()))) for t in items)
-            layouts.append({"layout": f"ONNX Runtime, {CORES} threads", "batch": b, "rows_per_s": rows / wall})
+            layouts.append({"layout": self.limit_layout(), "batch": b, "rows_per_s": rows / wall})
             layouts[-1]["rows_per_cpu_s"] = rows / cpu
             print(f"  batch {b}: {layouts[-1]['rows_per_s']:.1f} rows/s", flush=True)
         return {"layouts": layouts, "best": max(layouts, key=lambda r: r["rows_per_s"])}
@@ -121,7 +129,8 @@ class TensorModelWorkload(SpecBaselines, Workload):
         best = lim["best"]
         return [
             "## The limit (offline, in-process, same rows)\n",
-            f"The graph alone in this process, the input set's rows run {LIMIT_PASSES} times in batches of each size.\n",
+            f"{self.limit_subject} alone in this process, the input set's rows run {LIMIT_PASSES} times in batches of each "
+            "size.\n",
             *table(["layout", "batch", "rows/s", "rows / CPU-s"], rows),
             f"\nBest: **{best['layout']} at batch {best['batch']}: {best['rows_per_s']:.1f} rows/s**.\n",
         ]

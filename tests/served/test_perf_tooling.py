@@ -327,3 +327,12 @@ def test_an_image_classifier_from_a_spec_is_benchmarked_against_the_hand_rolled_
     report = (tmp_path / "REPORT.md").read_text()
     assert "FastAPI + asyncio batcher" in report and "## The limit" in report and "scenes_pixels" in report
     assert "-> **met**" in report.split("served results within")[1].splitlines()[0]
+
+
+def test_a_pipeline_from_a_spec_is_benchmarked_against_the_hand_rolled_designs_by_name(tmp_path, brought_models):
+    """`python -m perf sweep --model NAME` on a `pipeline` spec: every design runs the same module and graphs (texts
+    in, two networks in turn), its limit in-process, and the served answers checked against the module's own."""
+    results = sweep_spec_model(tmp_path, brought_models["words"], {"batch_sizes": [1, 8]}, "rows")
+    assert results["accuracy"]["max_abs_diff"] <= 1e-5 and results["limit"]["best"]["rows_per_s"] > 0
+    report = (tmp_path / "REPORT.md").read_text()
+    assert "FastAPI + asyncio batcher" in report and "The module alone in this process" in report

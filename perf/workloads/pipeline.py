@@ -1,0 +1,112 @@
+"""A `pipeline` spec's model (kit.control.pipeline_task) as a workload: `python -m perf sweep --model NAME` measures a
+user's own module the way the `onnx` task's graphs are measured (perf.workloads.tensor), with nothing written for it.
+
+Requests carry `rows` rows: drawn from the module's EXAMPLE where it declares one (random rows may not be valid
+input to it), else random rows of its INPUTS. The same rows go to every design: the kit over gRPC, the kit through
+the door's tensor route, and the hand-rolled designs running the same module with its networks in their own process
+(perf.baselines.pipeline_model). The limit is the module in this process over ONNX Runtime, its rows run in batches
+of each of the spec's sizes; the accuracy check compares served rows with the same rows run in that process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+from pathlib import Path
+
+import numpy as np
+import tritonclient.grpc as grpcclient
+
+from kit.adapters.custom_pipeline import in_process_networks, load_definition
+from kit.control.onnx_task import example_inputs
+from kit.control.specs import ModelSpec
+from kit.pipelines.custom import answer
+from perf.baselines.pipeline_model import as_text
+from perf.engine.inputs import InputSet
+from perf.engine.limit import CORES
+from perf.engine.load import tensor
+from perf.workloads.tensor import ACCURACY_TIMEOUT_S, LIMIT_PASSES, TensorModelWorkload
+
+
+class PipelineModelWorkload(TensorModelWorkload):
+    load_note = (
+        "the kit over gRPC gets each request's rows as the module's INPUTS; the door and the hand-rolled designs get the "
+        'same rows as the door\'s JSON body, {"inputs": {tensor: nested arrays}}, and run the same module and graphs.'
+    )
+
+    def __init__(self, spec: ModelSpec):
+        super().__init__(spec)
+        self.pipeline = load_definition(spec.source_path)
+        self.model_note = (
+            f"{spec.name} from {spec.path.name} (task pipeline: {spec.source_path.name}, networks "
+            + (", ".join(f"{name} {graph}" for name, graph in self.pipeline.networks.items()) or "none")
+            + ")"
+        )
+
+    def rows(self, count: int, seed: int) -> dict[str, np.ndarray]:
+        example = self.pipeline.example
+        if example is None:
+            return example_inputs(self.config, count, seed)
+        picked = np.random.default_rng(seed).integers(0, len(next(iter(example.values()))), count)
+        return {name: values[picked] for name, values in example.items()}
+
+    def setup(self, spec: dict, model_dir: Path, work: Path) -> dict[str, InputSet]:
+        sets = {}
+        for s in spec["inputs"]:
+            tensors = [self.rows(s["rows"], s["seed"] + i) for i in range(s["count"])]
+            bodies = [json.dumps({"inputs": {k: as_text(v) for k, v in t.items()}}).encode() for t in tensors]
+            sets[s["name"]] = InputSet(s["name"], tensors, float(s["rows"]), tensors=tensors, bodies=bodies)
+        return sets
+
+    limit_subject = "The module"
+
+    def limit_layout(self) -> str:
+        return f"the module, ONNX Runtime {CORES} threads"
+
+    def limit_job(self, items: list[dict[str, np.ndarray]], batch: int):
+        return functools.partial(limit_job, self.spec, items, batch)
+
+    def accuracy(self, target, spec: dict, model_dir: Path, inputs: dict[str, InputSet]) -> dict:
+        """Served outputs of the first requests against the same rows run by the module in this process; a string
+        output must be equal, a number's difference is the figure."""
+        items = inputs[spec["sweep"]["input"]].tensors[: spec["accuracy"].get("requests", 8)]
+        networks = in_process_networks(self.pipeline, self.spec.source_path.parent, self.spec.max_batch_size, CORES)
+        client = grpcclient.InferenceServerClient(target.grpc_url)
+        worst, unequal = 0.0, 0
+        try:
+            for arrays in items:
+                result = client.infer(self.entry, [tensor(k, v) for k, v in arrays.items()], client_timeout=ACCURACY_TIMEOUT_S)
+                for name, want in asyncio.run(answer(self.pipeline, arrays, networks)).items():
+                    got = result.as_numpy(name).reshape(want.shape)
+                    if want.dtype == np.object_:
+                        unequal += int(got.tolist() != want.tolist())
+                    else:
+                        worst = max(worst, float(np.abs(got.astype(np.float64) - want).max(initial=0.0)))
+        finally:
+            client.close()
+        worst = worst if not unequal else float("inf")  # a wrong string is no small difference
+        return {"requests": len(items), "max_abs_diff": worst, "reference": f"{self.spec.source_path.name} in-process"}
+
+    def inputs_line(self, spec: dict) -> str:
+        source = "drawn from the module's EXAMPLE" if self.pipeline.example is not None else "random"
+        return "; ".join(
+            f"`{s['name']}`: {s['count']} requests of {s['rows']} row(s) each, {source} (seed {s['seed']})"
+            for s in spec["inputs"]
+        )
+
+
+def limit_job(spec: ModelSpec, items: list[dict[str, np.ndarray]], batch: int):
+    """The limit's work: every item's rows, LIMIT_PASSES times, through the module in batches of `batch` rows."""
+    pipeline = load_definition(spec.source_path)
+    networks = in_process_networks(pipeline, spec.source_path.parent, spec.max_batch_size, CORES)
+    rows = {k: np.concatenate([item[k] for item in items]) for k in items[0]}
+    count = len(next(iter(rows.values())))
+
+    async def passes(times: int) -> None:
+        for _ in range(times):
+            for start in range(0, count, batch):
+                await answer(pipeline, {k: v[start : start + batch] for k, v in rows.items()}, networks)
+
+    asyncio.run(passes(1))  # warm-up, outside the time
+    return lambda: asyncio.run(passes(LIMIT_PASSES))
