@@ -7,7 +7,8 @@ Two things a JSON Schema cannot state, given to the generator as the document na
 - a ResNet body's `data` holds 4 x channels x height x width bytes, and height x width is within the
   served limit: a body generated as valid gets a shape cut to $DOOR_FUZZ_PIXELS (at most the served
   limit, smaller to bound the run's time on a CPU) and data of its length. A body generated as
-  invalid is left as it was drawn.
+  invalid is left as it was drawn;
+- a tensor route's valid body is a tensor, and within what the tests' own models take (tensor_bodies).
 """
 
 from __future__ import annotations
@@ -70,21 +71,43 @@ def depth(value) -> list[int]:
     return lengths
 
 
+def fixed_lengths(schema: dict) -> list[int | None]:
+    """Each axis's length where the input's schema fixes it (minItems = maxItems), else None: the rows and free axes."""
+    lengths = []
+    while isinstance(schema, dict) and schema.get("type") == "array":
+        low, high = schema.get("minItems"), schema.get("maxItems")
+        lengths.append(low if low is not None and low == high and lengths else None)
+        schema = schema.get("items", {})
+    return lengths
+
+
+def input_schemas(case) -> dict[str, dict]:
+    body = case.operation.definition.raw.get("requestBody", {}).get("content", {}).get("application/json", {})
+    return body.get("schema", {}).get("properties", {}).get("inputs", {}).get("properties", {})
+
+
 @schemathesis.hook("map_case")
 def tensor_bodies(context, case):
     """A tensor route's valid body (door.routes: a model from a spec) as a tensor: each input's lists alike along
-        each axis, and the rows and free axes alike across inputs (the first input's lengths), which no JSON Schema
-        says. The tests' own graphs (tests/served/conftest.py BROUGHT) read integer inputs as indices into 10 rows, so
-    whole numbers are drawn again within 0-9 (a float input takes them as well)."""
+    each axis, its fixed axes as the schema fixes them, and the rows and free axes alike across inputs (the first
+    drawn length on each), which no JSON Schema says. Then what the tests' own models take beyond their types: their
+    graphs (tests/served/conftest.py BROUGHT) read integer inputs as indices into 10 rows, so whole numbers are drawn
+    again within 0-9 (a float input takes them as well); their pipelines (tests/pipelines) refuse a scale that is not
+    positive and a text without a word."""
     body = case.body
     valid = case.meta is not None and not case.meta.generation.mode.is_negative
     if valid and isinstance(body, dict) and isinstance(body.get("inputs"), dict) and body["inputs"]:
-        inputs = body["inputs"]
-        shape = depth(next(iter(inputs.values())))
+        inputs, schemas = body["inputs"], input_schemas(case)
+        shared: dict[int, int] = {}  # axis -> the first drawn length of a free axis there
         for name, value in inputs.items():
-            own = depth(value)
-            wanted = shape[: len(own)] + own[len(shape) :]
-            inputs[name] = indices(rectangular(value, wanted))
+            own, fixed = depth(value), fixed_lengths(schemas.get(name, {}))
+            wanted = []
+            for axis, length in enumerate(own):
+                if axis < len(fixed) and fixed[axis] is not None:
+                    wanted.append(fixed[axis])
+                else:
+                    wanted.append(shared.setdefault(axis, length))
+            inputs[name] = within_tests_models(name, indices(rectangular(value, wanted)))
     return case
 
 
@@ -93,3 +116,13 @@ def indices(value):
         return [indices(item) for item in value]
     whole = isinstance(value, int) and not isinstance(value, bool) or isinstance(value, float) and value.is_integer()
     return int(value) % 10 if whole else value
+
+
+def within_tests_models(name: str, value):
+    if isinstance(value, list):
+        return [within_tests_models(name, item) for item in value]
+    if name == "scale" and isinstance(value, int | float) and not isinstance(value, bool):
+        return abs(value) + 1
+    if name == "text" and isinstance(value, str):
+        return "word " + value
+    return value
