@@ -15,6 +15,9 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
+
+MAX_CALL_THREADS = 64  # BLS calls in flight at once per instance, at most
 
 
 class Window:
@@ -47,10 +50,21 @@ class Window:
 
 
 class Background:
-    """An asyncio loop on a thread of its own, for the work `execute` hands off (BLS calls and their answers)."""
+    """An asyncio loop on a thread of its own, for the work `execute` hands off (BLS calls and their answers).
 
-    def __init__(self, name: str):
+    The Python backend's `async_exec` waits for each BLS call in a thread of the loop's default executor, which asyncio
+    sizes by the machine (6 threads on 2 cores): that many calls in flight at once, whatever the window allows. A
+    user pipeline's entry, one network call per request, served 0.3-0.5 x its network alone at 64 clients so; `calls`
+    sizes the executor (at most MAX_CALL_THREADS; the threads only wait). None keeps asyncio's default, as the text
+    classifier's texts model does unless its `call_threads` says otherwise (docs/PERFORMANCE.md: more calls helped the
+    simulated H100 at 64 clients and stalled it at 256).
+    """
+
+    def __init__(self, name: str, calls: int | None = None):
         self.loop = asyncio.new_event_loop()
+        if calls is not None:
+            threads = max(1, min(calls, MAX_CALL_THREADS))
+            self.loop.set_default_executor(ThreadPoolExecutor(threads, thread_name_prefix=f"{name}-call"))
         self.thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
         self.thread.start()
 

@@ -124,11 +124,13 @@ class RadarTextsSettings(RadarSettings):
     in front of it), so that the entry the clients and the door see and the model that does the work read one
     source. `batches_in_flight`: how many of the classifier's full rounds (every instance's max_batch_size) may
     be in flight at once; the builder writes it as `chunks_in_flight` (kit.control.derived), the window the
-    model hands its batches into (kit.adapters.handoff)."""
+    model hands its batches into (kit.adapters.handoff). `call_threads`: how many of its classifier calls may wait at
+    once (kit.adapters.handoff.Background); 0 keeps asyncio's default, min(32, cores + 4)."""
 
     parameters_from: str = ""
     batches_in_flight: int
     chunks_in_flight: int
+    call_threads: int = 0
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ class TritonPythonModel:
         # set: while a new version is checked (kit.control.deploy) the old one keeps calling the old graph.
         self.version = int(args["model_version"])
         self.window = Window(self.settings.chunks_in_flight)
-        self.background = Background(f"{self.name}-{args['model_instance_name']}")
+        self.background = Background(f"{self.name}-{args['model_instance_name']}", self.settings.call_threads or None)
 
     def text(self, request) -> str:
         return decode_request_text(input_array(request, "TEXT"), self.settings.max_text_bytes)

@@ -121,7 +121,7 @@ class Radar(Workload):
     def label(self, models: dict) -> str:
         """Classifier instances x threads, queue delay, batch cap, bucket count, entry instances x texts per execution
         and the classifier rounds it keeps in flight, ragged batches, graph, the table pricing merged lengths, queue
-        timeout."""
+        timeout, the classifier calls the entry keeps waiting where set."""
         clf, entry = models[self.workers], models.get(self.texts, {})
         radar = models.get(self.entry, {})
         buckets = radar.get("parameters", {}).get("bucket_count") or parameters(self.canonical(self.entry))["bucket_count"]
@@ -135,6 +135,8 @@ class Radar(Workload):
         timeout = (
             f" queue-timeout={entry['default_timeout_microseconds'] / 1e6:g}s" if "default_timeout_microseconds" in entry else ""
         )
+        calls = entry.get("parameters", {}).get("call_threads")
+        timeout += f" call-threads={calls}" if calls else ""
         return (
             f"{clf.get('instances', 1)}x{clf.get('threads', 1)} delay={clf.get('max_queue_delay_microseconds', 'src')}us{cap} "
             f"buckets={buckets} entry={entry.get('instances', 1)}x{texts} in-flight={rounds}{ragged}{graph}{timeout}"

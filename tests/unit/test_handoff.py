@@ -64,3 +64,21 @@ def test_handed_off_work_runs_on_the_loop_while_the_caller_goes_on():
     assert done.wait(5)
     background.stop()
     assert not background.thread.is_alive()
+
+
+def test_the_loop_waits_for_as_many_blocking_calls_at_once_as_it_is_sized_for():
+    """What the Python backend's BLS `async_exec` does: each call blocks a thread of the loop's default executor. Twelve
+    calls that each wait for all twelve finish only if twelve wait at once (asyncio's default, on 2 cores, is 6)."""
+    calls = 12
+    background = Background("test", calls)
+    together = threading.Barrier(calls, timeout=10)
+    finished = threading.Event()
+
+    async def work():
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(*(loop.run_in_executor(None, together.wait) for _ in range(calls)))
+        finished.set()
+
+    background.submit(work())
+    assert finished.wait(15), "the calls did not all wait at once"
+    background.stop()
