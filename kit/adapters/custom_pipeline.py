@@ -4,6 +4,7 @@ check `kit add` runs, and the tests' reference)."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import importlib.util
 import json
@@ -13,7 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from kit.adapters.triton import ModelCallError, infer
-from kit.pipelines.custom import Definition, DefinitionError, Networks, definition
+from kit.pipelines.custom import Definition, DefinitionError, Networks, answer, definition
+from kit.runners.batched import group_by_shape
 
 
 def load_definition(path: Path) -> Definition:
@@ -62,3 +64,34 @@ def served_networks(models: str, max_rows: int, version: int = -1) -> Networks:
         return dict(zip(outputs, values))
 
     return Networks(served, call, max_rows)
+
+
+async def answer_many(
+    pipeline: Definition, requests: list[dict[str, np.ndarray]], networks: Networks
+) -> list[dict[str, np.ndarray] | Exception]:
+    """Each request's answer or its own exception. The requests of one shape run as one batch of rows, one `run` and
+    one call per network for all of them (`kit add` checked that rows do not change each other), as a hand-rolled
+    batcher runs its queue; when a group's run fails, its requests run one by one, so only a bad one fails."""
+    results: list[dict[str, np.ndarray] | Exception] = [RuntimeError("not run")] * len(requests)
+
+    async def alone(index: int) -> None:
+        try:
+            results[index] = await answer(pipeline, requests[index], networks)
+        except Exception as exc:  # the request's own: bad input, a refused network, a bug in `run`
+            results[index] = exc
+
+    async def together(indices: list[int]) -> None:
+        merged = {name: np.concatenate([requests[i][name] for i in indices]) for name in requests[indices[0]]}
+        try:
+            outputs = await answer(pipeline, merged, networks)
+        except Exception:  # which request is at fault shows only when each runs alone
+            await asyncio.gather(*(alone(i) for i in indices))
+            return
+        start = 0
+        for i in indices:
+            end = start + len(next(iter(requests[i].values())))
+            results[i] = {name: value[start:end] for name, value in outputs.items()}
+            start = end
+
+    await asyncio.gather(*(together(g) if len(g) > 1 else alone(g[0]) for g in group_by_shape(requests)))
+    return results

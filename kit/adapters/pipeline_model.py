@@ -1,19 +1,17 @@
 """Triton adapter for a `pipeline` spec's entry (kit.control.pipeline_task), installed as its model.py by the
-repository builder: the user's module (kit.pipelines.custom) run once per request, its networks called over BLS as
-batched models of this server, so that the calls of concurrent requests meet in their batchers.
+repository builder: the user's module (kit.pipelines.custom) run on the rows of a whole batch of requests at once
+(kit.adapters.custom_pipeline.answer_many), its networks called over BLS as batched models of this server, where the
+calls of concurrent batches meet in their batchers.
 
 `execute` hands a batch's requests to a loop of its own and returns once they fit the window of requests in flight
-(kit.adapters.handoff), answering each request as soon as its own run ends: a slow request holds no other. Bad input
-(Triton's own checks, a ValueError of the user's code, a network refusing what it was sent) fails its request alone;
-a bug in the user's code fails its request as INTERNAL and the model keeps serving."""
+(kit.adapters.handoff). Bad input (Triton's own checks, a ValueError of the user's code, a network refusing what it
+was sent) fails its request alone; a bug in the user's code fails its requests as INTERNAL and the model keeps
+serving."""
 
-import asyncio
-
-from kit.adapters.custom_pipeline import load_definition, served_networks
+from kit.adapters.custom_pipeline import answer_many, load_definition, served_networks
 from kit.adapters.handoff import Background, Window
 from kit.adapters.settings import PipelineSettings
 from kit.adapters.triton import Replies, input_array
-from kit.pipelines.custom import answer
 
 DRAIN_S = 60.0  # at unload, how long the requests in flight may take to be answered
 
@@ -25,20 +23,18 @@ class TritonPythonModel:
         self.pipeline = load_definition(version_dir / self.settings.pipeline_module)
         self.networks = served_networks(self.settings.networks, self.settings.max_rows)
         self.window = Window(self.settings.requests_in_flight)
-        self.background = Background(f"{self.name}-{args['model_instance_name']}")
+        self.background = Background(f"{self.name}-{args['model_instance_name']}", self.settings.requests_in_flight)
 
     def inputs(self, request) -> dict:
         return {tensor.name: input_array(request, tensor.name) for tensor in self.pipeline.inputs}
 
     async def run(self, replies: Replies, kept: list[int], inputs: list[dict], held: int) -> None:
-        async def one(index, values):
-            try:
-                replies.answer(index, await answer(self.pipeline, values, self.networks))
-            except Exception as exc:  # the request's own failure: bad input, a refused network, a bug in `run`
-                replies.fail(index, exc)
-
         try:
-            await asyncio.gather(*(one(index, values) for index, values in zip(kept, inputs)))
+            for index, result in zip(kept, await answer_many(self.pipeline, inputs, self.networks)):
+                if isinstance(result, Exception):
+                    replies.fail(index, result)
+                else:
+                    replies.answer(index, result)
         finally:
             replies.close()
             self.window.release(held)

@@ -161,7 +161,7 @@ def test_image_build_imports_what_every_model_py_imports_from_the_kit():
     checked = check_imports.check(SOURCE, adapters)
     assert "text_classifier_model: kit.pipelines.text.radar" in checked
     assert "image_pixels_model: kit.pipelines.image_processing" in checked
-    assert "pipeline_model: kit.pipelines.custom" in checked
+    assert "pipeline_model: kit.adapters.custom_pipeline" in checked
 
 
 def test_grafana_dashboard_parses_and_uses_the_provisioned_datasource(compose):

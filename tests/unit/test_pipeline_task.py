@@ -11,12 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kit.adapters.custom_pipeline import in_process_networks, load_definition
+from kit.adapters.custom_pipeline import answer_many, in_process_networks, load_definition
 from kit.control.configs import REPO_ROOT, parameters
 from kit.control.models import main as kit_main
 from kit.control.repository import profile_configs
 from kit.control.specs import read_specs
 from kit.pipelines.custom import Networks, answer
+from kit.pipelines.errors import InputError
 from tests import onnx_graphs
 
 MODULES = REPO_ROOT / "tests" / "pipelines"
@@ -119,3 +120,33 @@ def test_a_pipeline_spec_becomes_an_entry_and_a_batched_model_per_network_in_eve
     for config in (entry, network):
         policy = config.dynamic_batching.default_queue_policy
         assert 0 < policy.max_queue_size <= 4096 and policy.timeout_action == policy.REJECT
+
+
+def test_a_batch_of_requests_runs_as_one_and_a_bad_request_fails_alone(folder):
+    """The entry's way (kit.adapters.custom_pipeline.answer_many): the requests of one shape share one run and one
+    network call; a request the module refuses fails alone and the others keep their own answers."""
+    pipeline = load_definition(folder / "tabular.py")
+    graphs = in_process_networks(pipeline, folder)
+    calls = []
+
+    async def counted(name, inputs):
+        calls.append(len(inputs["features"]))
+        return await graphs[name](inputs)
+
+    networks = Networks(pipeline.networks, counted)
+    rng = np.random.default_rng(1)
+    requests = [
+        {"values": rng.standard_normal((n, 8)).astype(np.float32), "scale": np.ones((n, 1), np.float32)} for n in (1, 3, 2)
+    ]
+    alone = [asyncio.run(answer(pipeline, r, in_process_networks(pipeline, folder))) for r in requests]
+    results = asyncio.run(answer_many(pipeline, requests, networks))
+    assert calls == [6], "one network call for the three requests' six rows"
+    for got, want in zip(results, alone):
+        np.testing.assert_allclose(got["probs"], want["probs"], rtol=1e-6)
+        assert got["label"].tolist() == want["label"].tolist()
+    requests[1]["scale"][1] = 0.0
+    calls.clear()
+    results = asyncio.run(answer_many(pipeline, requests, networks))
+    assert isinstance(results[1], InputError) and "scale must be positive" in str(results[1])
+    for index in (0, 2):
+        np.testing.assert_allclose(results[index]["probs"], alone[index]["probs"], rtol=1e-6)
