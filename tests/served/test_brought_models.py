@@ -13,11 +13,11 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import tritonclient.grpc as grpcclient
-import tritonclient.http as httpclient
-from tritonclient.utils import InferenceServerException, np_to_triton_dtype
+from tritonclient.utils import InferenceServerException
 
 from clients.base import ModelClient
 from kit.control.specs import ModelSpec
+from tests.served import tensors
 from tests.served.conftest import BROUGHT
 from tests.served.doors import assert_problem, call
 
@@ -61,18 +61,7 @@ def refused_beside_good(url: str, spec: ModelSpec, good: list[dict], bad: dict, 
 
 
 def infer(url: str, protocol: str, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    lib = grpcclient if protocol == "grpc" else httpclient
-    client = lib.InferenceServerClient(url)
-    try:
-        tensors = []
-        for name, array in inputs.items():
-            tensor = lib.InferInput(name, list(array.shape), np_to_triton_dtype(array.dtype))
-            tensor.set_data_from_numpy(array)
-            tensors.append(tensor)
-        result = client.infer(model, tensors)
-        return {name: result.as_numpy(name) for name in OUTPUTS[model]}
-    finally:
-        client.close()
+    return tensors.infer(url, protocol, model, inputs, OUTPUTS[model])
 
 
 @pytest.mark.parametrize("model", sorted(BROUGHT))

@@ -12,15 +12,14 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import onnxruntime as ort
 import pytest
-import tritonclient.grpc as grpcclient
-import tritonclient.http as httpclient
-from tritonclient.utils import InferenceServerException, np_to_triton_dtype
+from tritonclient.utils import InferenceServerException
 
 from kit.adapters.custom_pipeline import in_process_networks, load_definition
 from kit.control.specs import ModelSpec
 from kit.pipelines.custom import answer
 from tests.served.conftest import PIPELINES
 from tests.served.doors import assert_problem, call
+from tests.served.tensors import infer
 
 RTOL, ATOL = 1e-5, 1e-6
 TEXTS = [b"the cat sat", b"a long line of several words here", b"one", "\u00e9t\u00e9 au caf\u00e9".encode()]
@@ -39,21 +38,6 @@ def in_process(spec: ModelSpec, inputs: dict[str, np.ndarray]) -> dict[str, np.n
     pipeline = load_definition(spec.source_path)
     networks = in_process_networks(pipeline, spec.source_path.parent)
     return asyncio.run(answer(pipeline, inputs, networks))
-
-
-def infer(url: str, protocol: str, model: str, inputs: dict[str, np.ndarray], outputs: list[str]) -> dict[str, np.ndarray]:
-    lib = grpcclient if protocol == "grpc" else httpclient
-    client = lib.InferenceServerClient(url)
-    try:
-        tensors = []
-        for name, array in inputs.items():
-            tensor = lib.InferInput(name, list(array.shape), np_to_triton_dtype(array.dtype))
-            tensor.set_data_from_numpy(array)
-            tensors.append(tensor)
-        result = client.infer(model, tensors)
-        return {name: result.as_numpy(name) for name in outputs}
-    finally:
-        client.close()
 
 
 OUTPUTS = {"tabular": ["label", "top", "probs"], "words": ["words", "probs"]}
