@@ -81,8 +81,9 @@ def graph_facts(spec: ModelSpec) -> GraphFacts:
         raise spec.error("source", f"is not an ONNX graph ({exc})", "point it at a .onnx file") from None
 
 
-def onnx_config(spec: ModelSpec) -> mc.ModelConfig:
-    """The canonical (GPU-native, onnxruntime backend) config of the spec's graph."""
+def onnx_config(spec: ModelSpec, routed: bool = True) -> mc.ModelConfig:
+    """The canonical (GPU-native, onnxruntime backend) config of the spec's graph; `routed`: the door serves it (its
+    route and shared axes as parameters), as it does a spec's graph but not a network behind a pipeline's entry."""
     config = mc.ModelConfig(name=spec.name, backend="onnxruntime", max_batch_size=spec.max_batch_size)
     facts = graph_facts(spec)
     inputs, outputs = facts.inputs, facts.outputs
@@ -101,10 +102,11 @@ def onnx_config(spec: ModelSpec) -> mc.ModelConfig:
             if not dims:  # one value per row: Triton's dims cannot be empty, so [1] reshaped to the graph's []
                 tensor.reshape.SetInParent()
     config.instance_group.add(kind=mc.ModelInstanceGroup.KIND_GPU, count=spec.instances)
-    set_parameter(config, DOOR_ROUTE, spec.door_route)
-    axes = shared_axes(inputs, spec.max_batch_size > 0)
-    if axes:
-        set_parameter(config, DOOR_AXES, json.dumps(axes, separators=(",", ":")))
+    if routed:
+        set_parameter(config, DOOR_ROUTE, spec.door_route)
+        axes = shared_axes(inputs, spec.max_batch_size > 0)
+        if axes:
+            set_parameter(config, DOOR_AXES, json.dumps(axes, separators=(",", ":")))
     if spec.max_batch_size > 0:
         bounded_batching(config, spec)
     return config

@@ -25,7 +25,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 from kit.adapters.custom_pipeline import in_process_networks, load_definition
 from kit.control.configs import config_type, set_parameter
 from kit.control.onnx_task import ATOL, CHECK_ROWS, RTOL, bounded_batching, example_inputs, graph_files, onnx_config
-from kit.control.specs import DOOR_AXES, DOOR_ROUTE, ModelSpec
+from kit.control.specs import DOOR_ROUTE, ModelSpec
 from kit.pipelines.custom import Definition, DefinitionError, answer
 
 MODULE = "pipeline.py"  # the module's name in the entry's version folder
@@ -52,14 +52,9 @@ def network_spec(spec: ModelSpec, network: str, graph: str) -> ModelSpec:
 
 
 def network_configs(spec: ModelSpec, pipeline: Definition) -> dict[str, mc.ModelConfig]:
-    configs = {}
-    for network, graph in pipeline.networks.items():
-        config = onnx_config(network_spec(spec, network, graph))
-        for key in (DOOR_ROUTE, DOOR_AXES):  # a network is the entry's, not a route of the door's
-            if key in config.parameters:
-                del config.parameters[key]
-        configs[network] = config
-    return configs
+    """Each network's config, as the `onnx` task's but without a door route: a network is the entry's to call."""
+    networks = pipeline.networks.items()
+    return {network: onnx_config(network_spec(spec, network, graph), routed=False) for network, graph in networks}
 
 
 def pipeline_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]:
