@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 from pathlib import Path
 
@@ -32,11 +33,18 @@ MODULE = "pipeline.py"  # the module's name in the entry's version folder
 IN_FLIGHT_PER_BATCH = 4  # requests under way at once, in full batches of the entry
 
 
+@functools.lru_cache(maxsize=16)
+def loaded(path: Path, modified_ns: int) -> Definition:
+    """The module at `path` imported once per version of the file: the check, every profile's configs and the build's
+    files all ask for it, and importing runs the user's code."""
+    return load_definition(path)
+
+
 def pipeline_of(spec: ModelSpec) -> Definition:
     if spec.source_path.suffix != ".py":
         raise spec.error("source", f"names {spec.source_path.name}, not a Python module", "point it at the pipeline's .py file")
     try:
-        return load_definition(spec.source_path)
+        return loaded(spec.source_path, spec.source_path.stat().st_mtime_ns)
     except DefinitionError as exc:
         raise spec.error("source", f"does not declare a pipeline: {exc}", "see docs/MODELS.md, the pipeline task") from None
 
