@@ -48,7 +48,7 @@ def in_process_networks(pipeline: Definition, folder: Path, max_rows: int = 0, t
     return Networks(pipeline.networks, Graphs({n: folder / file for n, file in pipeline.networks.items()}, threads), max_rows)
 
 
-def served_networks(models: str, max_rows: int, version: int = -1) -> Networks:
+def served_networks(models: str, max_rows: int) -> Networks:
     """The pipeline's networks as models of this server: `models` is the builder's JSON of each network's model and
     output names (kit.control.pipeline_task). A network that refuses the inputs fails the request as bad input."""
     served = json.loads(models)
@@ -56,7 +56,7 @@ def served_networks(models: str, max_rows: int, version: int = -1) -> Networks:
     async def call(name: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         model, outputs = served[name]["model"], served[name]["outputs"]
         try:
-            values = await infer(model, inputs, outputs, version=version)
+            values = await infer(model, inputs, outputs)
         except ModelCallError as exc:
             if exc.bad_input:
                 raise ValueError(str(exc)) from None

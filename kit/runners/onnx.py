@@ -96,14 +96,15 @@ class Graphs:
 
     def __init__(self, paths: dict[str, Path], threads: int = 1):
         self.sessions = {name: make_session(path, threads) for name, path in paths.items()}
+        # Per graph: its per-row inputs (rank 1), its outputs, and which of those are per-row.
+        self.per_row = {name: {i.name for i in s.get_inputs() if len(i.shape) == 1} for name, s in self.sessions.items()}
+        self.outputs = {name: [(o.name, len(o.shape) == 1) for o in s.get_outputs()] for name, s in self.sessions.items()}
 
     async def __call__(self, name: str, inputs: Inputs) -> dict[str, np.ndarray]:
-        session = self.sessions[name]
-        per_row = {i.name for i in session.get_inputs() if len(i.shape) == 1}
+        per_row, outputs = self.per_row[name], self.outputs[name]
         feed = {k: v.reshape(len(v)) if k in per_row else v for k, v in inputs.items()}
-        outputs = session.get_outputs()
         try:
-            values = session.run([o.name for o in outputs], feed)
+            values = self.sessions[name].run([output for output, _ in outputs], feed)
         except BAD_INPUT as exc:
             raise ValueError(f"network {name!r} refused its inputs: {exc}") from None
-        return {o.name: v.reshape(len(v), 1) if len(o.shape) == 1 else v for o, v in zip(outputs, values)}
+        return {output: v.reshape(len(v), 1) if row else v for (output, row), v in zip(outputs, values)}
