@@ -12,6 +12,7 @@ import asyncio
 
 import numpy as np
 
+from door.routes import json_values
 from kit.adapters.custom_pipeline import in_process_networks, load_definition
 from kit.control.specs import ModelSpec
 from kit.pipelines.custom import answer
@@ -22,15 +23,9 @@ def as_bytes(array: np.ndarray) -> np.ndarray:
     return np.vectorize(lambda text: str(text).encode("utf-8"), otypes=[np.object_])(array)
 
 
-def as_text(value: np.ndarray) -> list:
-    if value.dtype == np.object_:
-        return np.vectorize(lambda item: item.decode("utf-8", "replace"), otypes=[np.object_])(value).tolist()
-    return value.tolist()
-
-
 class PipelineModel(TensorModel):
-    """TensorModel's body and answer, the pipeline's `run` in place of one graph (a thread's own event loop per call:
-    each design calls `run` from a worker thread)."""
+    """TensorModel's body, the door's JSON of an answer (door.routes.json_values), and the pipeline's `run` in place
+    of one graph (a thread's own event loop per call: each design calls `run` from a worker thread)."""
 
     def __init__(self, spec: ModelSpec, threads: int):
         super().__init__(spec, threads, session=False)
@@ -46,4 +41,4 @@ class PipelineModel(TensorModel):
         return [outputs[name] for name in self.outputs]
 
     def answer(self, outputs: list[np.ndarray]) -> dict:
-        return {"outputs": {name: as_text(value) for name, value in zip(self.outputs, outputs)}}
+        return {"outputs": {name: json_values(value) for name, value in zip(self.outputs, outputs)}}

@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import tritonclient.grpc as grpcclient
 
+from door.routes import json_values
 from kit.adapters.custom_pipeline import in_process_networks, load_definition
 from kit.control.onnx_task import example_inputs
 from kit.control.specs import ModelSpec
 from kit.pipelines.custom import answer
-from perf.baselines.pipeline_model import as_text
 from perf.engine.inputs import InputSet
 from perf.engine.limit import CORES
 from perf.engine.load import tensor
@@ -55,7 +55,7 @@ class PipelineModelWorkload(TensorModelWorkload):
         sets = {}
         for s in spec["inputs"]:
             tensors = [self.rows(s["rows"], s["seed"] + i) for i in range(s["count"])]
-            bodies = [json.dumps({"inputs": {k: as_text(v) for k, v in t.items()}}).encode() for t in tensors]
+            bodies = [json.dumps({"inputs": {k: json_values(v) for k, v in t.items()}}).encode() for t in tensors]
             sets[s["name"]] = InputSet(s["name"], tensors, float(s["rows"]), tensors=tensors, bodies=bodies)
         return sets
 
