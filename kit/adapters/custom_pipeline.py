@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kit.adapters.triton import ModelCallError, infer
+from kit.adapters.triton import infer
 from kit.pipelines.custom import Definition, DefinitionError, Networks, answer, definition
 from kit.runners.batched import group_by_shape
 
@@ -50,18 +50,14 @@ def in_process_networks(pipeline: Definition, folder: Path, max_rows: int = 0, t
 
 def served_networks(models: str, max_rows: int) -> Networks:
     """The pipeline's networks as models of this server: `models` is the builder's JSON of each network's model and
-    output names (kit.control.pipeline_task). A network that refuses the inputs fails the request as bad input."""
+    output names (kit.control.pipeline_task). A network's failure, its refusal of the inputs included, is a
+    ModelCallError: Triton 2.51's Python backend hands BLS errors back without their code, so a refusal of bad input
+    cannot be told from a full queue."""
     served = json.loads(models)
 
     async def call(name: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         model, outputs = served[name]["model"], served[name]["outputs"]
-        try:
-            values = await infer(model, inputs, outputs)
-        except ModelCallError as exc:
-            if exc.bad_input:
-                raise ValueError(str(exc)) from None
-            raise
-        return dict(zip(outputs, values))
+        return dict(zip(outputs, await infer(model, inputs, outputs)))
 
     return Networks(served, call, max_rows)
 

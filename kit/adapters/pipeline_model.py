@@ -4,9 +4,9 @@ repository builder: the user's module (kit.pipelines.custom) run on the rows of 
 calls of concurrent batches meet in their batchers.
 
 `execute` hands a batch's requests to a loop of its own and returns once they fit the window of requests in flight
-(kit.adapters.handoff). Bad input (Triton's own checks, a ValueError of the user's code, a network refusing what it
-was sent) fails its request alone; a bug in the user's code fails its requests as INTERNAL and the model keeps
-serving."""
+(kit.adapters.handoff). Bad input (Triton's own checks, a ValueError of the user's code) fails its request alone as
+INVALID_ARG; a network's failure fails the requests that called it as UNAVAILABLE; a bug in the user's code fails its
+requests as INTERNAL; the model keeps serving."""
 
 from kit.adapters.custom_pipeline import answer_many, load_definition, served_networks
 from kit.adapters.handoff import Background, Window

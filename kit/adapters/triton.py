@@ -23,12 +23,7 @@ def pb():
 
 
 class ModelCallError(RuntimeError):
-    """A BLS request to another model of the server failed; the message names the model. `bad_input`: the model
-    refused the request's inputs (INVALID_ARG), where the backend says so."""
-
-    def __init__(self, message: str, bad_input: bool = False):
-        super().__init__(message)
-        self.bad_input = bad_input
+    """A BLS request to another model of the server failed; the message names the model."""
 
 
 def error_response(message: str, code: str = "INVALID_ARG"):
@@ -59,9 +54,7 @@ async def infer(model: str, inputs: dict[str, np.ndarray], outputs: list[str], t
     )
     result = await request.async_exec()
     if result.has_error():
-        error = result.error()
-        code = error.code() if hasattr(error, "code") else None
-        raise ModelCallError(f"{model}: {error.message()}", code == utils.TritonError.INVALID_ARG)
+        raise ModelCallError(f"{model}: {result.error().message()}")
     return [utils.get_output_tensor_by_name(result, name).as_numpy() for name in outputs]
 
 
