@@ -17,6 +17,10 @@ Four rules, each keyed by a parameter of the committed config, not by model name
   JSON: the golden set the front door runs through the served model (kit.control.canary), carried by
   the served config so that it reaches a door in another container. Nothing when the export has no
   such section. Each text must fit this config's `max_chars`: its source score is one chunk's.
+
+One check across configs (check_queue_bounds): a batching model whose profile took Triton's queue policy
+away (`queue_policy: false`, kit.control.profiles) must be some model's `classifier` with `batches_in_flight`
+and a bounded queue of its own, so that what waits for it is still bounded, by that caller's window.
 """
 
 from __future__ import annotations
@@ -34,6 +38,12 @@ from kit.pipelines.text.radar import length_buckets
 TOKEN_LENGTHS = "token_lengths.json"
 DERIVED = ("buckets", "max_batch", "chunks_in_flight", "canary")  # computed here for each model, never inherited
 ENTRY_ONLY = (DOOR_ROUTE,)  # the door serves the entry there, not the models behind it: never inherited either
+
+
+def effective(config: mc.ModelConfig, configs: dict[str, mc.ModelConfig]) -> dict[str, str]:
+    """The config's own parameters and those it inherits."""
+    own = parameters(config)
+    return own | (inherited(config, configs) if "parameters_from" in own else {})
 
 
 def inherited(config: mc.ModelConfig, configs: dict[str, mc.ModelConfig]) -> dict[str, str]:
@@ -84,8 +94,8 @@ def instance_count(config: mc.ModelConfig) -> int:
 
 def derived_parameters(config: mc.ModelConfig, configs: dict[str, mc.ModelConfig], files: dict[str, Path]) -> dict[str, str]:
     """What to add to `config`'s parameters; `files`: the model's artifacts by file name."""
-    derived = inherited(config, configs) if "parameters_from" in parameters(config) else {}
-    own = parameters(config) | derived
+    own = effective(config, configs)
+    derived = {key: value for key, value in own.items() if key not in parameters(config)}
     derived = {key: value for key, value in derived.items() if key not in DERIVED + ENTRY_ONLY}
     if "bucket_count" in own:
         derived.update(buckets(config, own, files))
@@ -100,3 +110,25 @@ def derived_parameters(config: mc.ModelConfig, configs: dict[str, mc.ModelConfig
     if "canary_from" in own:
         derived.update(canary(config, own, files))
     return derived
+
+
+def bounded(config: mc.ModelConfig) -> bool:
+    return config.dynamic_batching.default_queue_policy.max_queue_size > 0
+
+
+def check_queue_bounds(configs: dict[str, mc.ModelConfig]) -> None:
+    """Every batching model's queue is bounded: by its own queue policy, or by the window of the one model that
+    calls it (a texts model keeps at most `chunks_in_flight` chunks in flight, and refuses past its own queue)."""
+    windowed = set()
+    for config in configs.values():
+        if config.platform == "ensemble":
+            continue
+        own = effective(config, configs)
+        if "classifier" in own and "batches_in_flight" in own and bounded(config):
+            windowed.add(own["classifier"])
+    for name, config in configs.items():
+        if config.HasField("dynamic_batching") and not bounded(config) and name not in windowed:
+            raise RepositoryError(
+                f"{name}: its queue has no bound: only a model a texts model calls within its window (batches_in_flight) "
+                "may go without Triton's queue policy; drop `queue_policy: false` from its profile"
+            )

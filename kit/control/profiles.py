@@ -14,6 +14,9 @@ Common settings, on every target:
     max_queue_delay_microseconds     the dynamic batcher's delay
     preferred_batch_size             its preferred batch sizes
     default_timeout_microseconds     how long a request may wait in the queue before it is refused
+    queue_policy                     false: no queue bound or wait limit of Triton's own, for a model whose
+                                     only caller bounds what it sends (Triton 2.51's batcher does not
+                                     gather the next batch during an execution while a model has a policy)
     ragged_batch                     true: one execution may take waiting requests of different shapes
                                      (a Python-backend model that batches itself: resnet50, the ONNX and
                                      PyTorch runners); false: Triton closes a batch at the first shape change
@@ -39,6 +42,7 @@ COMMON = frozenset(
         "max_queue_delay_microseconds",
         "preferred_batch_size",
         "default_timeout_microseconds",
+        "queue_policy",
         "ragged_batch",
         "parameters",
     }
@@ -76,7 +80,7 @@ def apply_common(config: mc.ModelConfig, settings: dict) -> None:
             committed = config.max_batch_size
             raise RepositoryError(f"{config.name}: max_batch_size {cap} is outside 1 .. {committed}, the committed one")
         config.max_batch_size = cap
-    batching = ("max_queue_delay_microseconds", "preferred_batch_size", "default_timeout_microseconds", "ragged_batch")
+    batching = COMMON - {"instances", "max_batch_size", "parameters"}
     if any(key in settings for key in batching) and not config.HasField("dynamic_batching"):
         raise RepositoryError(f"{config.name}: batching settings need the config's dynamic_batching")
     if "max_queue_delay_microseconds" in settings:
@@ -85,6 +89,12 @@ def apply_common(config: mc.ModelConfig, settings: dict) -> None:
         config.dynamic_batching.preferred_batch_size[:] = [int(b) for b in settings["preferred_batch_size"]]
     if "default_timeout_microseconds" in settings:
         config.dynamic_batching.default_queue_policy.default_timeout_microseconds = int(settings["default_timeout_microseconds"])
+    if not isinstance(settings.get("queue_policy", False), bool):
+        raise RepositoryError(f"{config.name}: queue_policy is true or false, not {settings['queue_policy']!r}")
+    if settings.get("queue_policy") is False:
+        if "default_timeout_microseconds" in settings:
+            raise RepositoryError(f"{config.name}: default_timeout_microseconds needs a queue_policy")
+        config.dynamic_batching.ClearField("default_queue_policy")
     if "ragged_batch" in settings:
         # Only a Python-backend model can take a ragged batch: the native backends concatenate inputs.
         if settings["ragged_batch"] and (config.backend != "python" or config.max_batch_size < 1):

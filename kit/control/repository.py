@@ -33,7 +33,7 @@ from kit.control.configs import (
     source_models,
 )
 from kit.control.cpu_profile import apply_cpu_profile
-from kit.control.derived import derived_parameters
+from kit.control.derived import check_queue_bounds, derived_parameters
 from kit.control.gpu_embedded_profile import apply_gpu_embedded_profile
 from kit.control.gpu_profile import apply_gpu_profile
 from kit.control.profiles import apply_ensemble, load_profile
@@ -186,6 +186,7 @@ def resolved(
         | device_tables(configs[model], source)
         for model in chosen
     }
+    check_queue_bounds(configs)
     for model in chosen:
         config = configs[model]
         for key, value in derived_parameters(config, configs, files[model]).items():

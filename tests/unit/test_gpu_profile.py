@@ -62,6 +62,8 @@ def test_gpu_configs_agree_with_cpu_on_names_tensors_max_batch_and_batching(gpu_
             expected.max_queue_delay_microseconds = settings["max_queue_delay_microseconds"]
         if "preferred_batch_size" in settings:
             expected.preferred_batch_size[:] = settings["preferred_batch_size"]
+        if settings.get("queue_policy") is False:
+            expected.ClearField("default_queue_policy")
         assert gpu.dynamic_batching == expected
         for key, value in source.parameters.items():
             assert gpu.parameters[key] == value

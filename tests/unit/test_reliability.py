@@ -12,8 +12,10 @@ from tritonclient.utils import InferenceServerException
 
 from clients.triton import RetryPolicy, call_with_retry, call_with_retry_async, is_retryable
 from kit.control import reply_buffer
-from kit.control.configs import load_source_config, source_models
+from kit.control.configs import RepositoryError, load_source_config, parameters, source_models
 from kit.control.healthcheck import dead_stubs
+from kit.control.profiles import load_profile
+from kit.control.repository import profile_configs, resolved
 from kit.control.runtime import ADMIN_APIS, ServerError, Supervisor, restricted_api_args
 from kit.control.serve import ADMIN_KEY_ENV, admin_key
 
@@ -34,6 +36,38 @@ def test_radar_entry_bounds_its_queue_too():
     """The `radar` ensemble has no queue of its own: the model of its step, which holds the texts, bounds it."""
     (step,) = load_source_config("radar").ensemble_scheduling.step
     assert load_source_config(step.model_name).dynamic_batching.default_queue_policy.max_queue_size > 0
+
+
+@pytest.mark.parametrize("profile", ["cpu", "gpu", "gpu-embedded", "sim-h100"])
+def test_a_classifier_without_a_queue_policy_is_bounded_by_its_callers_window(profile):
+    """The GPU profiles take radar_classifier's policy away (it stops Triton's batcher from gathering the next batch
+    while the device runs one); radar_texts, its only caller, keeps it bounded: a window of chunks and a queue."""
+    configs = profile_configs(profile)
+    unbounded = {
+        name
+        for name, c in configs.items()
+        if c.HasField("dynamic_batching") and not c.dynamic_batching.default_queue_policy.max_queue_size
+    }
+    assert unbounded == (set() if profile == "cpu" else {"radar_classifier"})
+    texts = configs["radar_texts"]
+    assert int(parameters(texts)["batches_in_flight"]) > 0
+    assert 0 < texts.dynamic_batching.default_queue_policy.max_queue_size <= 4096
+
+
+@pytest.mark.parametrize(
+    "model, setting",
+    [
+        ("ocr_rec", {"queue_policy": False}),
+        ("radar_texts", {"queue_policy": False}),
+        ("radar_classifier", {"queue_policy": "no"}),
+        ("radar_classifier", {"queue_policy": False, "default_timeout_microseconds": 1000}),
+    ],
+)
+def test_the_build_refuses_a_queue_that_nothing_bounds(model, setting):
+    spec = load_profile("sim-h100")
+    spec["models"][model] = spec["models"].get(model, {}) | setting
+    with pytest.raises(RepositoryError, match="queue"):
+        resolved("sim-h100", spec=spec)
 
 
 OVERLOADED = InferenceServerException("Exceeds maximum queue size", status="StatusCode.UNAVAILABLE")
