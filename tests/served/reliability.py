@@ -43,6 +43,7 @@ def source_with(models: tuple[str, ...], root: Path) -> Path:
     """The committed model sources reduced to `models` (linked, profiles filtered), so that a test
     server loads only what it exercises."""
     (root / "profiles").mkdir(parents=True)
+    (root / "devices").symlink_to(SOURCE / "devices")  # the simulated device's tables (the sim-h100 profile)
     for model in models:
         (root / model).symlink_to(SOURCE / model)
     shutil.copy(SOURCE / "artifacts.json", root)
@@ -67,13 +68,14 @@ def own_server(
     patches: dict[str, Callable[[mc.ModelConfig], None]] | None = None,
     models: tuple[str, ...] = RADAR_MODELS,
     artifacts: Path = ARTIFACTS,
+    profile: str = "cpu",
     **options,
 ) -> Iterator[TritonServer]:
-    """A server of the test's own (free ports, CPU repository in tmp_path), for tests that overload
+    """A server of the test's own (free ports, the `profile`'s repository in tmp_path), for tests that overload
     it, kill its processes, change its options or serve changed `artifacts`, so that the shared
     session server stays clean."""
     repository = tmp_path / "repository"
-    build("cpu", repository, artifacts, source=source_with(models, tmp_path / "source"))
+    build(profile, repository, artifacts, source=source_with(models, tmp_path / "source"))
     for model, change in (patches or {}).items():
         patch_config(repository, model, change)
     with TritonServer(ServerOptions.on_free_ports(repository, **options), log_path=tmp_path / "server.log") as server:
