@@ -19,8 +19,9 @@ Four rules, each keyed by a parameter of the committed config, not by model name
   such section. Each text must fit this config's `max_chars`: its source score is one chunk's.
 
 One check across configs (check_queue_bounds): a batching model whose profile took Triton's queue policy
-away (`queue_policy: false`, kit.control.profiles) must be some model's `classifier` with `batches_in_flight`
-and a bounded queue of its own, so that what waits for it is still bounded, by that caller's window.
+away (`queue_policy: false`, kit.control.profiles) must be the `classifier` of a model with `batches_in_flight`,
+or the `backbone` of one, that has a bounded queue of its own, so that what waits for it is still bounded, by
+that caller's window or executions.
 """
 
 from __future__ import annotations
@@ -117,18 +118,21 @@ def bounded(config: mc.ModelConfig) -> bool:
 
 
 def check_queue_bounds(configs: dict[str, mc.ModelConfig]) -> None:
-    """Every batching model's queue is bounded: by its own queue policy, or by the window of the one model that
-    calls it (a texts model keeps at most `chunks_in_flight` chunks in flight, and refuses past its own queue)."""
-    windowed = set()
+    """Every batching model's queue is bounded: by its own queue policy, or by the one model that calls it, itself
+    bounded: a texts model keeps at most its window (`batches_in_flight`) of chunks in flight, and an image entry
+    awaits its `backbone` calls within its execution, so at most its instances x max_batch_size of them wait."""
+    callers = set()
     for config in configs.values():
-        if config.platform == "ensemble":
+        if config.platform == "ensemble" or not bounded(config):
             continue
         own = effective(config, configs)
-        if "classifier" in own and "batches_in_flight" in own and bounded(config):
-            windowed.add(own["classifier"])
+        if "classifier" in own and "batches_in_flight" in own:
+            callers.add(own["classifier"])
+        if "backbone" in own:
+            callers.add(own["backbone"])
     for name, config in configs.items():
-        if config.HasField("dynamic_batching") and not bounded(config) and name not in windowed:
+        if config.HasField("dynamic_batching") and not bounded(config) and name not in callers:
             raise RepositoryError(
-                f"{name}: its queue has no bound: only a model a texts model calls within its window (batches_in_flight) "
-                "may go without Triton's queue policy; drop `queue_policy: false` from its profile"
+                f"{name}: its queue has no bound: only a model that a bounded texts model (batches_in_flight) or image "
+                "entry (backbone) calls may go without Triton's queue policy; drop `queue_policy: false` from its profile"
             )

@@ -309,7 +309,7 @@ def run(
         "skipped": [],
         "errors": [],
         "kit_profiles": {
-            w.label(p["models"]): p["models"]
+            w.variant_label(p["models"]): p["models"]
             for _, run_spec in runs
             for p in (variant_profile(w, s) for s in run_spec["targets"].get("kit", []))
         },

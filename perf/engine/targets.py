@@ -117,7 +117,7 @@ class KitTarget:
 
     def __init__(self, workload: Workload, setting: dict, model_dir: Path, workdir: Path):
         self.workload, self.setting, self.model_dir, self.workdir = workload, setting, model_dir, workdir
-        self.label = workload.label(self.profile()["models"])
+        self.label = workload.variant_label(self.profile()["models"])
         self.server: TritonServer | None = None
         self.server_args: list[str] = []  # extra tritonserver options (perf.probes.occupancy: request traces)
 

@@ -100,6 +100,11 @@ class Workload:
         """A kit variant's layout in one line, from its profile's models."""
         raise NotImplementedError
 
+    def variant_label(self, models: dict) -> str:
+        """`label`, marked where a model of the variant has no queue policy of Triton's (kit.control.profiles)."""
+        unqueued = any(settings.get("queue_policy") is False for settings in models.values())
+        return self.label(models) + (" no-queue-policy" if unqueued else "")
+
     def setup(self, spec: dict, model_dir: Path, work: Path) -> dict[str, InputSet]:
         """The spec's input sets, each knowing its items per request."""
         raise NotImplementedError

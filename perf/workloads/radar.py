@@ -121,7 +121,7 @@ class Radar(Workload):
     def label(self, models: dict) -> str:
         """Classifier instances x threads, queue delay, batch cap, bucket count, entry instances x texts per execution
         and the classifier rounds it keeps in flight, ragged batches, graph, the table pricing merged lengths, queue
-        timeout, the classifier calls the entry keeps waiting and the classifier's queue policy where set."""
+        timeout, the classifier calls the entry keeps waiting where set."""
         clf, entry = models[self.workers], models.get(self.texts, {})
         radar = models.get(self.entry, {})
         buckets = radar.get("parameters", {}).get("bucket_count") or parameters(self.canonical(self.entry))["bucket_count"]
@@ -137,7 +137,6 @@ class Radar(Workload):
         )
         calls = entry.get("parameters", {}).get("call_threads")
         timeout += f" call-threads={calls}" if calls else ""
-        timeout += " no-queue-policy" if clf.get("queue_policy") is False else ""
         return (
             f"{clf.get('instances', 1)}x{clf.get('threads', 1)} delay={clf.get('max_queue_delay_microseconds', 'src')}us{cap} "
             f"buckets={buckets} entry={entry.get('instances', 1)}x{texts} in-flight={rounds}{ragged}{graph}{timeout}"

@@ -39,19 +39,21 @@ def test_radar_entry_bounds_its_queue_too():
 
 
 @pytest.mark.parametrize("profile", ["cpu", "gpu", "gpu-embedded", "sim-h100"])
-def test_a_classifier_without_a_queue_policy_is_bounded_by_its_callers_window(profile):
-    """The GPU profiles take radar_classifier's policy away (it stops Triton's batcher from gathering the next batch
-    while the device runs one); radar_texts, its only caller, keeps it bounded: a window of chunks and a queue."""
+def test_a_network_without_a_queue_policy_is_bounded_by_its_caller(profile):
+    """The GPU profiles take the policy of radar_classifier and resnet50_backbone away (it stops Triton's batcher from
+    gathering the next batch while the device runs one); their only callers keep them bounded: radar_texts by a
+    window of chunks, resnet50 by awaiting its calls within each execution, each with a bounded queue of its own."""
     configs = profile_configs(profile)
     unbounded = {
         name
         for name, c in configs.items()
         if c.HasField("dynamic_batching") and not c.dynamic_batching.default_queue_policy.max_queue_size
     }
-    assert unbounded == (set() if profile == "cpu" else {"radar_classifier"})
-    texts = configs["radar_texts"]
-    assert int(parameters(texts)["batches_in_flight"]) > 0
-    assert 0 < texts.dynamic_batching.default_queue_policy.max_queue_size <= 4096
+    assert unbounded == (set() if profile == "cpu" else {"radar_classifier", "resnet50_backbone"})
+    assert int(parameters(configs["radar_texts"])["batches_in_flight"]) > 0
+    assert parameters(configs["resnet50"])["backbone"] == "resnet50_backbone"
+    for caller in ("radar_texts", "resnet50"):
+        assert 0 < configs[caller].dynamic_batching.default_queue_policy.max_queue_size <= 4096
 
 
 @pytest.mark.parametrize(
@@ -59,6 +61,7 @@ def test_a_classifier_without_a_queue_policy_is_bounded_by_its_callers_window(pr
     [
         ("ocr_rec", {"queue_policy": False}),
         ("radar_texts", {"queue_policy": False}),
+        ("resnet50", {"queue_policy": False}),
         ("radar_classifier", {"queue_policy": "no"}),
         ("radar_classifier", {"queue_policy": False, "default_timeout_microseconds": 1000}),
     ],
