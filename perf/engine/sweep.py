@@ -27,6 +27,7 @@ import statistics
 import subprocess
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -227,6 +228,14 @@ def rotated(items: list, by: int) -> list:
     return items[shift:] + items[:shift]
 
 
+def check_distinct(targets: list) -> None:
+    """Targets that run at once each need their own label: it names their work folder and their rows."""
+    seen = Counter((graph, target.family, target.label) for graph, target in targets)
+    twins = [f"{family} {label!r}" for (_, family, label), count in seen.items() if count > 1]
+    if twins:
+        raise ValueError(f"settings that run as the same layout: {'; '.join(twins)}; make each setting change what it serves")
+
+
 def in_turns(run: Run, runs: list, inputs: dict, works: dict, families: list[str] | None, limits: dict) -> None:
     """Every target started at once and kept; each round: each graph's limit, then every target at every load,
     in an order that rotates from round to round."""
@@ -236,6 +245,7 @@ def in_turns(run: Run, runs: list, inputs: dict, works: dict, families: list[str
         for family, settings in chosen(run_spec, families).items()
         for setting in settings
     ]
+    check_distinct(targets)
     started = run.start([t for _, t in targets])
     by_round: dict[str | None, list[dict]] = {}
     try:

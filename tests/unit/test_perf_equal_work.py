@@ -7,11 +7,14 @@ buckets of the kit variant they are compared with, whatever the profile (or `mak
 import json
 from pathlib import Path
 
+import pytest
+
 from kit.adapters.artifacts import radar_pipeline
 from kit.adapters.settings import RadarSettings
 from kit.control.configs import parameters
 from kit.control.profiles import load_profile
 from kit.control.repository import resolved
+from perf.engine.sweep import check_distinct
 from perf.engine.targets import make_target
 from perf.workloads.radar import RADAR
 from perf.workloads.radar_limit import chunk_rows
@@ -39,6 +42,18 @@ def test_kit_label_names_the_bucket_count_and_queue_timeout_it_serves_with(tmp_p
     assert make_target(RADAR, "kit", variant, tmp_path, tmp_path).label.endswith(" queue-timeout=600s")
     committed = load_profile("cpu")["models"]["radar"]["parameters"]["bucket_count"]
     assert f"buckets={committed} " in make_target(RADAR, "kit", {}, tmp_path, tmp_path).label
+
+
+def test_settings_that_serve_the_same_layout_are_refused_before_anything_starts(tmp_path):
+    same = [
+        (None, make_target(RADAR, "kit", setting, tmp_path, tmp_path))
+        for setting in ({}, {"radar_classifier": {"preferred_batch_size": [4]}})
+    ]
+    with pytest.raises(ValueError, match="same layout"):
+        check_distinct(same)
+    unqueued = make_target(RADAR, "kit", {"radar_classifier": {"queue_policy": False}}, tmp_path, tmp_path)
+    assert unqueued.label.endswith(" no-queue-policy")
+    check_distinct([same[0], (None, unqueued)])
 
 
 def test_limit_pads_every_chunk_to_the_buckets_the_served_model_uses(radar_artifacts: Path, tmp_path):
