@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from kit.adapters.triton import infer
+from kit.pipelines.batching.padding import split_rows
 from kit.pipelines.custom import Definition, DefinitionError, Networks, answer, definition
 from kit.runners.batched import group_by_shape
 
@@ -83,11 +84,10 @@ async def answer_many(
         except Exception:  # which request is at fault shows only when each runs alone
             await asyncio.gather(*(alone(i) for i in indices))
             return
-        start = 0
-        for i in indices:
-            end = start + len(next(iter(requests[i].values())))
-            results[i] = {name: value[start:end] for name, value in outputs.items()}
-            start = end
+        counts = [len(next(iter(requests[i].values()))) for i in indices]
+        parts = {name: split_rows(value, counts) for name, value in outputs.items()}
+        for position, i in enumerate(indices):
+            results[i] = {name: rows[position] for name, rows in parts.items()}
 
     await asyncio.gather(*(together(g) if len(g) > 1 else alone(g[0]) for g in group_by_shape(requests)))
     return results
