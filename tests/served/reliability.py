@@ -54,6 +54,21 @@ def source_with(models: tuple[str, ...], root: Path) -> Path:
     return root
 
 
+def tiny_queue(size: int, instances: int, max_batch: int | None = None, window: int | None = None):
+    """`window`: the chunks an entry that hands its work off keeps in flight (radar_texts' chunks_in_flight)."""
+
+    def change(config):
+        policy = config.dynamic_batching.default_queue_policy
+        policy.max_queue_size = size
+        config.instance_group[0].count = instances
+        if max_batch is not None:
+            config.max_batch_size = max_batch
+        if window is not None:
+            config.parameters["chunks_in_flight"].string_value = str(window)
+
+    return change
+
+
 def patch_config(repository: Path, model: str, change: Callable[[mc.ModelConfig], None]) -> None:
     """Edit a built config through Triton's schema (test variants are derived, never hand-copied)."""
     path = repository / model / "config.pbtxt"

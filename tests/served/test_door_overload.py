@@ -17,9 +17,8 @@ from clients.radar import RadarResult
 from clients.triton import RetryPolicy
 from samples.texts import sample_texts
 from tests.served.doors import assert_problem, call, running_door
-from tests.served.reliability import own_server, save_result, scale
+from tests.served.reliability import own_server, save_result, scale, tiny_queue
 from tests.served.test_door_routes import chunked_until_refused, handled
-from tests.served.test_overload import tiny_queue
 from tests.served.test_radar import assert_matches_reference
 
 FLOOD = int(scale("DOOR_FLOOD", 40))

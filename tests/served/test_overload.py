@@ -16,25 +16,10 @@ from clients.radar import RadarClient, text_tensor
 from clients.triton import Endpoint, RetryPolicy, is_retryable
 from kit.control.configs import parse_config
 from samples.texts import sample_texts
-from tests.served.reliability import is_overload, own_server, save_result
+from tests.served.reliability import is_overload, own_server, save_result, tiny_queue
 from tests.served.test_radar import assert_matches_reference
 
 OVERLOAD_STATUSES = {"StatusCode.UNAVAILABLE", "503"}
-
-
-def tiny_queue(size: int, instances: int, max_batch: int | None = None, window: int | None = None):
-    """`window`: the chunks an entry that hands its work off keeps in flight (radar_texts' chunks_in_flight)."""
-
-    def change(config):
-        policy = config.dynamic_batching.default_queue_policy
-        policy.max_queue_size = size
-        config.instance_group[0].count = instances
-        if max_batch is not None:
-            config.max_batch_size = max_batch
-        if window is not None:
-            config.parameters["chunks_in_flight"].string_value = str(window)
-
-    return change
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,7 @@ from clients.triton import Endpoint
 from kit.control.configs import parse_config
 from samples.texts import sample_texts
 from tests.served.pending import sampling_pending
-from tests.served.reliability import is_overload, own_server, save_result
-from tests.served.test_overload import tiny_queue
+from tests.served.reliability import is_overload, own_server, save_result, tiny_queue
 
 INSTANCES = 2  # radar_texts instances, each with its own window
 WINDOW = 8  # chunks each keeps in flight: every classifier request carries at least one
