@@ -95,9 +95,8 @@ def instance_count(config: mc.ModelConfig) -> int:
 
 def derived_parameters(config: mc.ModelConfig, configs: dict[str, mc.ModelConfig], files: dict[str, Path]) -> dict[str, str]:
     """What to add to `config`'s parameters; `files`: the model's artifacts by file name."""
-    own = effective(config, configs)
-    derived = {key: value for key, value in own.items() if key not in parameters(config)}
-    derived = {key: value for key, value in derived.items() if key not in DERIVED + ENTRY_ONLY}
+    given, own = parameters(config), effective(config, configs)
+    derived = {key: value for key, value in own.items() if key not in given and key not in DERIVED + ENTRY_ONLY}
     if "bucket_count" in own:
         derived.update(buckets(config, own, files))
     if "classifier" in own:
