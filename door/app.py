@@ -21,12 +21,12 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import mark_process_dead
 from starlette.middleware.cors import CORSMiddleware
 
-from door.canary import MODEL, Canary, check
+from door.canary import Canary, check
 from door.contract import Contract
 from door.health import readiness
 from door.intake import Intake
 from door.observe import Metrics, Observe, exposition, multiprocess
-from door.openapi import problems_in_their_media_type
+from door.openapi import problems_in_their_media_type, with_schemas
 from door.problems import HANDLERS
 from door.routes import Routes
 from door.settings import DoorSettings
@@ -47,16 +47,17 @@ def create_app(contract: Contract, settings: DoorSettings, upstream: Upstream | 
     metrics = Metrics(upstream.flows)
     canary = None
     if contract.canary is not None:
+        model = contract.canary_model
 
         async def check_served() -> Report:
-            """The golden set the served radar carries now, through it; a new version brings its own."""
-            canary.golden = await upstream.golden_set(MODEL) or canary.golden
-            report = await check(upstream, canary.golden)
-            canary.version = upstream.versions.get(MODEL)
+            """The golden set the served model carries now, through it; a new version brings its own."""
+            canary.golden = await upstream.golden_set(model) or canary.golden
+            report = await check(upstream, model, canary.golden)
+            canary.version = upstream.versions.get(model)
             return report
 
         def changed() -> bool:
-            return upstream.versions.get(MODEL, canary.version) != canary.version
+            return upstream.versions.get(model, canary.version) != canary.version
 
         canary = Canary(contract.canary, check_served, settings.canary_interval, metrics.registry, changed)
 
@@ -93,7 +94,7 @@ def create_app(contract: Contract, settings: DoorSettings, upstream: Upstream | 
 
     def openapi() -> dict:
         if app.openapi_schema is None:
-            app.openapi_schema = problems_in_their_media_type(FastAPI.openapi(app))
+            app.openapi_schema = problems_in_their_media_type(with_schemas(FastAPI.openapi(app), routes.documents))
         return app.openapi_schema
 
     app.openapi = openapi

@@ -1,4 +1,4 @@
-"""The served-numerics canary at the door: the export's golden set through the served `radar`, at start
+"""The served-numerics canary at the door: the export's golden set through the text model that carries it, at start
 and every `--canary-interval` seconds, reported by readiness and metrics.
 
 Readiness needs the last verdict to be a pass: none before the first run passed, and none while the
@@ -23,18 +23,17 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from door.upstream import Upstream
 from kit.control.canary import GoldenSet, Report, compare
 
-MODEL = "radar"
 FIRST_RETRY = 5.0  # seconds between tries while no run has completed
 RESULTS = ("ok", "drift", "error")
 log = logging.getLogger("door.canary")
 
 
-async def check(upstream: Upstream, golden: GoldenSet) -> Report:
-    """One run: radar's SCORE for each text through the door's own connection, one request at a time
+async def check(upstream: Upstream, model: str, golden: GoldenSet) -> Report:
+    """One run: the model's SCORE for each text through the door's own connection, one request at a time
     (the canary is not a load). What stops it (Triton down, a refusal) propagates: no verdict."""
     scores = []
     for text in golden.texts:
-        outputs = await upstream.infer(MODEL, {"TEXT": np.array([text.encode("utf-8")], dtype=np.object_)})
+        outputs = await upstream.infer(model, {"TEXT": np.array([text.encode("utf-8")], dtype=np.object_)})
         scores.append(float(outputs["SCORE"][0]))
     return compare(golden, scores)
 

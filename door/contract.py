@@ -1,16 +1,15 @@
 """What the door may send each model, and the limits it holds requests to, read from the configs
 Triton serves: one source with the models, not a second hand-kept copy.
 
-Each route names the tensors it feeds and reads (SPECS); at start the door asks Triton for the config
-of every model it has a route for, checks those tensors against it (a renamed tensor stops the door
-instead of failing every request), and parses the config's parameters with the model's own typed
-settings (kit.adapters.settings), the class its model.py reads them with: RADAR's max_text_bytes,
-OCR's max_image_bytes and max_pixels, ResNet's max_image_pixels and its channel count, and the
-golden set of the served-numerics canary that the build put on `radar` (kit.control.canary). A model
-the server does not serve gets no route. A model from a user's spec (kit.control.specs) names its
-route in its config (`door_route`); its tensors, whatever they are, are its route's (door.routes'
-tensor route). The same function reads the configs a build writes (kit.control.repository.resolved),
-which is how the unit tests hold it to the committed sources.
+A served config that names a route (`door_route`, kit.control.specs) gets one. Its `door_answer` says what the
+route takes and answers (a text's score, an image's lines, every tensor by name, ...), and ANSWERS holds the
+tensors each answer feeds and reads. At start the door asks Triton for every such config, checks those tensors
+against it (a renamed tensor stops the door instead of failing every request), and parses the config's
+parameters with the model's own typed settings (kit.adapters.settings), the class its model.py reads them with:
+a text's max_text_bytes, an image's max_image_bytes and max_pixels, a pixel tensor's max_image_pixels and its
+channel count, and the golden set of the served-numerics canary that the build put on a text model
+(kit.control.canary). A model the server does not serve gets no route. The same function reads the configs a
+build writes (kit.control.repository.resolved), which is how the unit tests hold it to the committed sources.
 """
 
 from __future__ import annotations
@@ -25,14 +24,14 @@ import tritonclient.grpc as grpcclient
 from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import InferenceServerException
 
-from kit.adapters.settings import ImageClassifierSettings, RadarSettings, Settings, SettingsError, settings_class
+from kit.adapters.settings import Settings, SettingsError, settings_class
 from kit.control.canary import CanaryError, GoldenSet, golden_from_parameter
 from kit.control.configs import parameters, wire_type
-from kit.control.specs import DOOR_AXES, DOOR_ROUTE
+from kit.control.specs import DOOR_ANSWER, DOOR_ANSWERS, DOOR_AXES, DOOR_DESCRIPTION, DOOR_ROUTE, DOOR_SCHEMA, TENSORS
 
 log = logging.getLogger("door")
 
-ANY = None  # a dimension the route takes from the config (ResNet's channels)
+ANY = None  # a dimension the route takes from the config (a pixel tensor's channels)
 
 
 class ContractError(RuntimeError):
@@ -48,12 +47,20 @@ class Spec:
     output_types: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)  # a tensor route's answer
 
 
-SPECS = {
-    "radar": Spec({"TEXT": ("TYPE_STRING", (1,))}, ("SCORE", "CHUNK_SCORES", "CHUNK_SPANS")),
-    "ocr": Spec({"IMAGE": ("TYPE_STRING", (1,))}, ("TEXTS", "SCORES", "BOXES")),
-    "health_code": Spec({"IMAGE": ("TYPE_STRING", (1,))}, ("RESULT",)),
-    "resnet50": Spec({"INPUT": ("TYPE_FP32", (ANY, -1, -1))}, ("PROBS",)),
+TEXT = {"TEXT": ("TYPE_STRING", (1,))}
+IMAGE = {"IMAGE": ("TYPE_STRING", (1,))}
+CHUNKS = ("CHUNK_SCORES", "CHUNK_SPANS")
+# The tensors of each answer but TENSORS, whose are the config's own.
+ANSWERS = {
+    "text-score": Spec(TEXT, ("SCORE", *CHUNKS)),
+    "text-labels": Spec(TEXT, ("SCORES", *CHUNKS)),
+    "text-embedding": Spec(TEXT, ("EMBEDDING", "CHUNK_EMBEDDINGS", "CHUNK_SPANS")),
+    "image-labels": Spec(IMAGE, ("SCORES",)),
+    "image-lines": Spec(IMAGE, ("TEXTS", "SCORES", "BOXES")),
+    "image-document": Spec(IMAGE, ("RESULT",)),
+    "pixels-classes": Spec({"INPUT": ("TYPE_FP32", (ANY, -1, -1))}, ("PROBS",)),
 }
+LABELLED = ("text-labels", "image-labels")  # answers by the label names in the config's `labels`
 
 
 @dataclass(frozen=True)
@@ -61,14 +68,17 @@ class Served:
     """One served model as its route sees it."""
 
     spec: Spec
-    settings: Settings | None  # None for a spec's model served by a native backend (no Python parameters)
+    settings: Settings | None  # None for a model served by a native backend (no Python parameters)
     batched: bool  # max_batch_size > 0: a request carries a leading batch dimension
     dims: dict[str, tuple[int, ...]]  # each input's dims in the config
-    route: str = ""  # a spec's model: the path of its tensor route
+    route: str = ""  # the path of its route
+    answer: str = TENSORS  # what its route answers (kit.control.specs.DOOR_ANSWERS)
+    description: str = ""  # the route's description in the OpenAPI document; unset, the answer's own
     max_batch_size: int = 0
-    axes: dict[str, list[str]] = field(default_factory=dict)  # a spec's model: inputs' axes that must agree, by name
-    labels: tuple[str, ...] = ()  # a text- or image-classification spec's model: its label names, in its SCORES' order
-    dimensions: int = 0  # a feature-extraction spec's model: the length of its EMBEDDING
+    axes: dict[str, list[str]] = field(default_factory=dict)  # a tensor route: inputs' axes that must agree, by name
+    labels: tuple[str, ...] = ()  # a labelled answer: its label names, in its SCORES' order
+    dimensions: int = 0  # a text embedding: the length of its EMBEDDING
+    schema: dict = field(default_factory=dict)  # a JSON document's answer: its JSON Schema
 
     def datatype(self, name: str) -> str:
         return wire_type(self.spec.inputs[name][0])
@@ -77,7 +87,8 @@ class Served:
 @dataclass(frozen=True)
 class Contract:
     models: dict[str, Served]
-    canary: GoldenSet | None = None  # radar's golden set, where the served radar carries one
+    canary: GoldenSet | None = None  # the golden set of the one text model that carries one
+    canary_model: str = ""
 
     def __contains__(self, model: str) -> bool:
         return model in self.models
@@ -106,75 +117,64 @@ def check_tensors(model: str, spec: Spec, config: mc.ModelConfig) -> dict[str, t
 
 
 def contract_from_configs(configs: Mapping[str, mc.ModelConfig]) -> Contract:
-    """The routes' view of `configs` (model name -> config), for the models the door has a route for."""
-    models = {}
-    for model, spec in SPECS.items():
-        config = configs.get(model)
-        if config is None:
-            continue
-        dims = check_tensors(model, spec, config)
-        params = parameters(config)
-        kind = settings_class(model, params)
-        if kind is None:
-            raise ContractError(f"{model}: no typed settings for its parameters in kit.adapters.settings")
-        try:
-            settings = kind.from_parameters(params)
-        except SettingsError as exc:
-            raise ContractError(f"{model}: {exc}") from None
-        models[model] = Served(spec, settings, config.max_batch_size > 0, dims)
-    for model, config in configs.items():
-        route = parameters(config).get(DOOR_ROUTE)
-        if model not in SPECS and route:
-            models[model] = brought(model, route, config)
-    return Contract(models, canary_of(models.get("radar")))
+    """The routes' view of `configs` (model name -> config), for the models whose config names a route."""
+    models = {model: served(model, config) for model, config in configs.items() if parameters(config).get(DOOR_ROUTE)}
+    golden = {model: canary_of(model, s) for model, s in models.items() if getattr(s.settings, "canary", "")}
+    if len(golden) > 1:
+        raise ContractError(f"{', '.join(golden)}: the door runs the golden set of one model; keep `canary_from` on one")
+    (canary_model, canary), *_ = [*golden.items(), ("", None)]
+    return Contract(models, canary, canary_model)
 
 
-def brought(model: str, route: str, config: mc.ModelConfig) -> Served:
-    """A spec's model as its route sees it: a text model (its entry carries RadarSettings) by its text, and its labels
-    (a classifier) or its embedding's dimensions (an encoder); an image classifier by its image and labels; any other
-    by every input and output of its config."""
-    inputs = {t.name: (mc.DataType.Name(t.data_type), tuple(t.dims)) for t in config.input}
-    outputs = {t.name: (mc.DataType.Name(t.data_type), tuple(t.dims)) for t in config.output}
-    spec = Spec(inputs, tuple(outputs), outputs)
+def served(model: str, config: mc.ModelConfig) -> Served:
+    """A model as its route sees it: the tensors of its answer, checked against its config, and its settings."""
     params = parameters(config)
+    answer = params.get(DOOR_ANSWER, TENSORS)
+    if answer not in DOOR_ANSWERS:
+        raise ContractError(f"{model}: {DOOR_ANSWER} {answer!r} is not one of {', '.join(DOOR_ANSWERS)}")
     kind = settings_class(model, params)
     try:
         settings = kind.from_parameters(params) if kind is not None else None
     except SettingsError as exc:
         raise ContractError(f"{model}: {exc}") from None
-    if isinstance(settings, ImageClassifierSettings):
-        spec = Spec({"IMAGE": ("TYPE_STRING", (1,))}, ("SCORES",))
-        dims = check_tensors(model, spec, config)
-        return Served(spec, settings, config.max_batch_size > 0, dims, route, labels=tuple(json.loads(settings.labels)))
-    if isinstance(settings, RadarSettings) and "EMBEDDING" in outputs:
-        spec = Spec({"TEXT": ("TYPE_STRING", (1,))}, ("EMBEDDING", "CHUNK_EMBEDDINGS", "CHUNK_SPANS"))
-        dims = check_tensors(model, spec, config)
-        width = outputs["EMBEDDING"][1][0]
-        return Served(spec, settings, config.max_batch_size > 0, dims, route, dimensions=width)
-    if isinstance(settings, RadarSettings):
-        labels = tuple(json.loads(settings.labels or "[]"))
-        spec = Spec({"TEXT": ("TYPE_STRING", (1,))}, ("SCORES", "CHUNK_SCORES", "CHUNK_SPANS"))
-        dims = check_tensors(model, spec, config)
-        if not labels:
-            raise ContractError(f"{model}: a text classifier's entry names its labels (parameter `labels`)")
-        return Served(spec, settings, config.max_batch_size > 0, dims, route, labels=labels)
-    dims = {name: dims for name, (_, dims) in inputs.items()}
-    axes = json.loads(params.get(DOOR_AXES) or "{}")
-    return Served(spec, settings, config.max_batch_size > 0, dims, route, config.max_batch_size, axes)
+    if answer != TENSORS and settings is None:
+        raise ContractError(f"{model}: no typed settings for its parameters in kit.adapters.settings")
+    common = {
+        "route": params[DOOR_ROUTE],
+        "answer": answer,
+        "description": params.get(DOOR_DESCRIPTION, ""),
+        "max_batch_size": config.max_batch_size,
+    }
+    batched = config.max_batch_size > 0
+    if answer == TENSORS:
+        inputs = {t.name: (mc.DataType.Name(t.data_type), tuple(t.dims)) for t in config.input}
+        outputs = {t.name: (mc.DataType.Name(t.data_type), tuple(t.dims)) for t in config.output}
+        dims = {name: dims for name, (_, dims) in inputs.items()}
+        axes = json.loads(params.get(DOOR_AXES) or "{}")
+        return Served(Spec(inputs, tuple(outputs), outputs), settings, batched, dims, axes=axes, **common)
+    spec = ANSWERS[answer]
+    dims = check_tensors(model, spec, config)
+    extra: dict = {}
+    if answer in LABELLED:
+        extra["labels"] = tuple(json.loads(getattr(settings, "labels", "") or "[]"))
+        if not extra["labels"]:
+            raise ContractError(f"{model}: a classifier's entry names its labels (parameter `labels`)")
+    if answer == "text-embedding":
+        extra["dimensions"] = next(t.dims[0] for t in config.output if t.name == "EMBEDDING")
+    if answer == "image-document":
+        extra["schema"] = json.loads(params[DOOR_SCHEMA])
+    return Served(spec, settings, batched, dims, **common, **extra)
 
 
-def canary_of(radar: Served | None) -> GoldenSet | None:
-    if radar is None or not isinstance(radar.settings, RadarSettings) or not radar.settings.canary:
-        return None
+def canary_of(model: str, text_model: Served) -> GoldenSet:
     try:
-        return golden_from_parameter(radar.settings.canary)
+        return golden_from_parameter(text_model.settings.canary)
     except CanaryError as exc:
-        raise ContractError(f"radar: {exc}") from None
+        raise ContractError(f"{model}: {exc}") from None
 
 
 def served_configs(url: str, wait: float, poll: float = 1.0) -> dict[str, mc.ModelConfig]:
-    """The configs of the models Triton at `url` (gRPC) serves among SPECS, and of those with a `door_route`, once
-    it is ready.
+    """The configs of the models Triton at `url` (gRPC) serves with a `door_route`, once it is ready.
 
     Waits up to `wait` seconds for readiness: in a pod or compose project the door may start first,
     and Triton's first start can take minutes (TensorRT engines)."""
@@ -189,14 +189,8 @@ def served_configs(url: str, wait: float, poll: float = 1.0) -> dict[str, mc.Mod
                 said = time.monotonic()
             time.sleep(poll)
         configs = {}
-        for model in SPECS:
-            try:
-                configs[model] = client.get_model_config(model).config
-            except InferenceServerException as exc:
-                if "not found" not in (exc.message() or "").lower():
-                    raise ContractError(f"{model}: {exc.message()}") from None
         for entry in client.get_model_repository_index().models:
-            if entry.name not in configs and entry.state == "READY":
+            if entry.state == "READY":
                 config = client.get_model_config(entry.name).config
                 if DOOR_ROUTE in config.parameters:
                     configs[entry.name] = config

@@ -6,7 +6,7 @@ kit.control.healthcheck finds in /proc. The door looks only at the tritonserver 
 port (by the server's command line), so other servers on the machine do not count; it sees it where it
 shares the process namespace with Triton (`make serve`; `pid: service:triton` in compose;
 `shareProcessNamespace` in the pod). Where it cannot see that server, the answer says so
-(`stubs_visible: false`) instead of claiming the stubs are alive. Where the served `radar` carries a
+(`stubs_visible: false`) instead of claiming the stubs are alive. Where a served text model carries a
 golden set, readiness also needs the canary's last verdict to be a pass (door.canary); `canary` is
 null where there is none.
 """

@@ -1,6 +1,6 @@
 """An image from a request, checked the cheap way before Triton sees it: its size in bytes, then its
 format and pixel count from the header alone (Pillow's lazy open), never a decoded pixel. The base64
-rules and the formats are the OCR pipeline's own (kit.pipelines.ocr.image), so the door accepts what
+rules and the formats are the image models' own (kit.pipelines.encoded_images), so the door accepts what
 the model would."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from PIL import Image, UnidentifiedImageError
 
 from door.problems import Problem
 from door.schemas import base64_cap
+from kit.pipelines.encoded_images import FORMATS, decode_base64
 from kit.pipelines.errors import InputError
-from kit.pipelines.ocr.image import FORMATS, decode_base64
 
 
 def from_base64(text: str, max_bytes: int) -> bytes:

@@ -66,3 +66,9 @@ def inlined(schema: dict) -> dict:
         return node
 
     return walk(schema)
+
+
+def with_schemas(document: dict, schemas: dict[str, dict]) -> dict:
+    """`document` with `schemas` among its components: the answers a config gives as JSON Schema (door.routes)."""
+    document.setdefault("components", {}).setdefault("schemas", {}).update(schemas)
+    return document

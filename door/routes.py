@@ -1,6 +1,7 @@
-"""The inference routes, one per served model; each turns a checked body into the model's tensors and
-the model's outputs into a typed answer. The body is parsed here (not by FastAPI) so that a request's
-key and media type are checked before its body is, and image routes can read both JSON and forms."""
+"""The inference routes, one per served model that names one; each turns a checked body into the model's tensors
+and the model's outputs into a typed answer, as its config's `door_answer` says (door.contract). The body is parsed
+here (not by FastAPI) so that a request's key and media type are checked before its body is, and image routes can
+read both JSON and forms."""
 
 from __future__ import annotations
 
@@ -36,9 +37,17 @@ TENSOR_BODY = 16 * 1024 * 1024  # a tensor route's body: JSON numbers of any cou
 JSON_ESCAPE = 6  # a JSON string may spell each byte of its text as \u00XX
 API_KEY = APIKeyHeader(name="X-API-Key", auto_error=False, description="the door's keys ($DOOR_API_KEYS)")
 IMAGE_TYPES = "image/png, image/jpeg, image/bmp, image/webp"
-RADAR_DOC = "AI-generated probability of a text, and of each chunk it was split into (a list for `texts`)."
-OCR_DOC = "The text lines of an image, with their scores and boxes."
-HEALTH_DOC = "A health-code screenshot's colour, QR payload, texts and fields."
+# Each answer's description of its route in the OpenAPI document, where the config gives none (`door_description`).
+DESCRIPTIONS = {
+    "text-score": "{model}: a text's probability, and each chunk's it was split into (a list for `texts`).",
+    "text-labels": "{model}: each label's probability for a text, and for each chunk it was split into (a list for `texts`).",
+    "text-embedding": "{model}: a text's embedding, and each chunk's it was split into (a list for `texts`).",
+    "image-labels": "{model}: each label's probability for an image of any size.",
+    "image-lines": "{model}: the text lines of an image, with their scores and boxes.",
+    "image-document": "{model}: the document the model reads from an image.",
+    "pixels-classes": "{model}: class probabilities of one normalised image of any size.",
+    "tensors": "{model}, as its spec serves it: every input and output by the model's tensor names.",
+}
 
 
 def media_type(request: Request) -> str:
@@ -66,6 +75,7 @@ class Routes:
     def __init__(self, contract: Contract, settings: DoorSettings, upstream: Upstream):
         self.contract, self.settings, self.upstream = contract, settings, upstream
         self.caps: dict[str, int] = {}
+        self.documents: dict[str, dict] = {}  # the JSON Schemas of JSON documents' answers, by their component's name
         # The key and its 401 are in the document only where the door has keys: a door without any takes no key.
         with_keys = bool(settings.api_keys)
         self.router = APIRouter(
@@ -74,29 +84,30 @@ class Routes:
             responses=problem_responses(with_keys),
             tags=["inference"],
         )
-        if "radar" in contract:
-            self.add_text_route("radar", "/v1/radar", radar_result, schemas.RadarResult, RADAR_DOC)
-        if "ocr" in contract:
-            self.add_image_route("ocr", "/v1/ocr", ocr_result, schemas.OcrResult, OCR_DOC)
-        if "health_code" in contract:
-            self.add_image_route("health_code", "/v1/health-code", health_code_result, schemas.HealthCodeResult, HEALTH_DOC)
-        if "resnet50" in contract:
-            self.add_resnet()
         for model, served in contract.models.items():
-            if served.route and served.labels and "IMAGE" in served.spec.inputs:
-                answer = functools.partial(image_labelled_result, served.labels)
-                doc = f"{model}: each label's probability for an image of any size."
-                self.add_image_route(model, served.route, answer, schemas.image_labelled_result(model, served.labels), doc)
-            elif served.route and served.labels:
-                answer = functools.partial(labelled_result, served.labels)
-                doc = f"{model}: each label's probability for a text, and for each chunk it was split into (a list for `texts`)."
-                self.add_text_route(model, served.route, answer, schemas.labelled_result(model, served.labels), doc)
-            elif served.route and served.dimensions:
-                doc = f"{model}: a text's embedding, and each chunk's it was split into (a list for `texts`)."
-                result = schemas.embedding_result(model, served.dimensions)
-                self.add_text_route(model, served.route, embedding_result, result, doc)
-            elif served.route:
-                self.add_tensor_route(model, served)
+            self.add_route(model, served)
+
+    def add_route(self, model: str, served: Served) -> None:
+        """The route of `served`'s answer."""
+        doc = served.description or DESCRIPTIONS[served.answer].format(model=model)
+        if served.answer == "text-score":
+            self.add_text_route(model, score_result, schemas.score_result(model), doc)
+        elif served.answer == "text-labels":
+            answer = functools.partial(labelled_result, served.labels)
+            self.add_text_route(model, answer, schemas.labelled_result(model, served.labels), doc)
+        elif served.answer == "text-embedding":
+            self.add_text_route(model, embedding_result, schemas.embedding_result(model, served.dimensions), doc)
+        elif served.answer == "image-labels":
+            answer = functools.partial(image_labelled_result, served.labels)
+            self.add_image_route(model, answer, schemas.image_labelled_result(model, served.labels), doc)
+        elif served.answer == "image-lines":
+            self.add_image_route(model, lines_result, schemas.lines_result(model), doc)
+        elif served.answer == "image-document":
+            self.add_image_route(model, document_result, None, doc, served.schema)
+        elif served.answer == "pixels-classes":
+            self.add_pixels_route(model, doc)
+        else:
+            self.add_tensor_route(model, served, doc)
 
     def require_key(self, key: str | None = Security(API_KEY)) -> None:
         keys = self.settings.api_keys
@@ -108,10 +119,11 @@ class Routes:
             raise Problem(415, "unsupported-media-type", f"send the body as {' or '.join(accepted)}")
         return await request.body()
 
-    def add_text_route(self, model: str, path: str, answer: Callable, result: type[BaseModel], doc: str) -> None:
-        """A text classifier's route: `text` or `texts` in, each text's answer (`answer` of its outputs) out."""
+    def add_text_route(self, model: str, answer: Callable, result: type[BaseModel], doc: str) -> None:
+        """A text model's route: `text` or `texts` in, each text's answer (`answer` of its outputs) out."""
+        path = self.contract[model].route
         limit = self.contract[model].settings.max_text_bytes
-        schema = schemas.radar_request(limit, self.settings.max_texts)
+        schema = schemas.text_request(limit, self.settings.max_texts)
         self.caps[path] = JSON_ESCAPE * limit + ENVELOPE
 
         async def text_route(request: Request):
@@ -143,9 +155,13 @@ class Routes:
             openapi_extra=request_body(json_body(schema)),
         )
 
-    def add_image_route(self, model: str, path: str, answer: Callable, result: type[BaseModel], doc: str) -> None:
-        """An image model's route: one image in, as a form upload or base64 in JSON; `answer` of its outputs out."""
+    def add_image_route(
+        self, model: str, answer: Callable, result: type[BaseModel] | None, doc: str, document: dict | None = None
+    ) -> None:
+        """An image model's route: one image in, as a form upload or base64 in JSON; `answer` of its outputs out, of the
+        type `result`, or a JSON document of the JSON Schema `document`."""
         served = self.contract[model]
+        path = served.route
         settings = served.settings
         max_bytes, max_pixels = settings.max_image_bytes, settings.max_pixels
         schema = schemas.image_request(max_bytes, max_pixels)
@@ -172,23 +188,25 @@ class Routes:
 
         image_route.__name__ = model
         image_route.__doc__ = doc + " The image as a form upload (field `image`) or as base64 in JSON."
+        extra = request_body({**json_body(schema), FORM: form})
+        if document is not None:
+            name = document.get("title") or f"{schemas.title_case(model)}Result"
+            self.documents[name] = document
+            extra["responses"] = {"200": {"content": {JSON: {"schema": {"$ref": f"#/components/schemas/{name}"}}}}}
         self.router.add_api_route(
-            path.removeprefix("/v1"),
-            image_route,
-            methods=["POST"],
-            response_model=result,
-            openapi_extra=request_body({**json_body(schema), FORM: form}),
+            path.removeprefix("/v1"), image_route, methods=["POST"], response_model=result, openapi_extra=extra
         )
 
-    def add_resnet(self) -> None:
-        served = self.contract["resnet50"]
+    def add_pixels_route(self, model: str, doc: str) -> None:
+        """A pixel tensor's route: one normalised image of any size as raw float32, each class's probability out."""
+        served = self.contract[model]
         channels = served.dims["INPUT"][0]
         max_pixels = served.settings.max_image_pixels
-        schema = schemas.resnet_request(channels, max_pixels)
-        self.caps["/v1/resnet50"] = math.ceil(4 * channels * max_pixels * 4 / 3) + ENVELOPE
+        schema = schemas.pixels_request(channels, max_pixels)
+        result = schemas.classes_result(model)
+        self.caps[served.route] = math.ceil(4 * channels * max_pixels * 4 / 3) + ENVELOPE
 
-        async def resnet50(request: Request) -> schemas.ResnetResult:
-            """Class probabilities of one normalised image of any size."""
+        async def pixels_route(request: Request):
             body = parse(schema, await self.body(request, JSON))
             _, height, width = body.shape
             if height * width > max_pixels:
@@ -199,20 +217,21 @@ class Routes:
                 )
             array = await run_in_threadpool(float32_array, body.data, (channels, height, width))
             tensor = array[np.newaxis] if served.batched else array
-            outputs = await self.upstream.infer("resnet50", {"INPUT": tensor}, request.state.request_id)
+            outputs = await self.upstream.infer(model, {"INPUT": tensor}, request.state.request_id)
             probs = outputs["PROBS"].reshape(-1)
             top = np.argsort(-probs, kind="stable")[:5]
-            return schemas.ResnetResult(probs=probs.tolist(), top=[{"index": int(i), "prob": float(probs[i])} for i in top])
+            return {"probs": probs.tolist(), "top": [{"index": int(i), "prob": float(probs[i])} for i in top]}
 
+        pixels_route.__name__, pixels_route.__doc__ = model, doc
         self.router.add_api_route(
-            "/resnet50",
-            resnet50,
+            served.route.removeprefix("/v1"),
+            pixels_route,
             methods=["POST"],
-            response_model=schemas.ResnetResult,
+            response_model=result,
             openapi_extra=request_body(json_body(schema)),
         )
 
-    def add_tensor_route(self, model: str, served: Served) -> None:
+    def add_tensor_route(self, model: str, served: Served, doc: str) -> None:
         """A spec's model (kit.control.specs): its inputs as nested JSON arrays in, its outputs out, by tensor name."""
         inputs = {name: (wire_type(kind), dims) for name, (kind, dims) in served.spec.inputs.items()}
         outputs = {name: (wire_type(kind), dims) for name, (kind, dims) in served.spec.output_types.items()}
@@ -225,8 +244,7 @@ class Routes:
             answer = await self.upstream.infer(model, arrays, request.state.request_id)
             return {"outputs": {name: json_values(answer[name]) for name in outputs}}
 
-        tensor_route.__name__ = model
-        tensor_route.__doc__ = f"{model}, as its spec serves it: every input and output by the model's tensor names."
+        tensor_route.__name__, tensor_route.__doc__ = model, doc
         self.router.add_api_route(
             served.route.removeprefix("/v1"),
             tensor_route,
@@ -303,10 +321,11 @@ def float32_array(text: str, shape: tuple[int, ...]) -> np.ndarray:
     return np.frombuffer(raw, dtype="<f4").reshape(shape)
 
 
-def radar_result(outputs) -> schemas.RadarResult:
+def score_result(outputs) -> dict:
+    """A text scorer's outputs: the text's probability and each chunk's, with its span."""
     spans = outputs["CHUNK_SPANS"].reshape(-1, 2)
     chunks = [{"start": int(s), "end": int(e), "score": float(c)} for (s, e), c in zip(spans, outputs["CHUNK_SCORES"])]
-    return schemas.RadarResult(score=float(outputs["SCORE"].reshape(-1)[0]), chunks=chunks)
+    return {"score": float(outputs["SCORE"].reshape(-1)[0]), "chunks": chunks}
 
 
 def labelled_result(labels: tuple[str, ...], outputs) -> dict:
@@ -336,12 +355,12 @@ def embedding_result(outputs) -> dict:
     }
 
 
-def ocr_result(outputs) -> schemas.OcrResult:
+def lines_result(outputs) -> dict:
+    """A text reader's outputs: each line's text, score and box."""
     texts, scores, boxes = outputs["TEXTS"].reshape(-1), outputs["SCORES"].reshape(-1), outputs["BOXES"].reshape(-1, 4, 2)
-    return schemas.OcrResult(
-        lines=[{"text": t.decode("utf-8"), "score": float(s), "box": b.tolist()} for t, s, b in zip(texts, scores, boxes)]
-    )
+    return {"lines": [{"text": t.decode("utf-8"), "score": float(s), "box": b.tolist()} for t, s, b in zip(texts, scores, boxes)]}
 
 
-def health_code_result(outputs) -> schemas.HealthCodeResult:
-    return schemas.HealthCodeResult.model_validate(json.loads(outputs["RESULT"].reshape(-1)[0]))
+def document_result(outputs) -> dict:
+    """A model's JSON document (its RESULT), as it wrote it."""
+    return json.loads(outputs["RESULT"].reshape(-1)[0])

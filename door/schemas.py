@@ -47,8 +47,8 @@ class Strict(BaseModel):
 
 
 def whitespace() -> str:
-    """Every character Python's str.isspace() calls whitespace: the model refuses a text made only of
-    these (kit.pipelines.text.radar), so the schema's pattern names them one by one, the same in every
+    """Every character Python's str.isspace() calls whitespace: a text model refuses a text made only of
+    these (kit.pipelines.text), so the schema's pattern names them one by one, the same in every
     regex dialect (JSON Schema's ECMA-262 `\\s` is another set)."""
     return "".join(c for c in map(chr, range(0x3001)) if c.isspace())
 
@@ -85,10 +85,10 @@ def text_type(max_text_bytes: int):
     ]
 
 
-def radar_request(max_text_bytes: int, max_texts: int) -> type[BaseModel]:
+def text_request(max_text_bytes: int, max_texts: int) -> type[BaseModel]:
     Item = text_type(max_text_bytes)  # noqa: N806 (a type)
 
-    class RadarRequest(Strict):
+    class TextRequest(Strict):
         """One text (`text`) or several (`texts`), never both."""
 
         model_config = ConfigDict(json_schema_extra=one_of_text_or_texts)
@@ -102,7 +102,7 @@ def radar_request(max_text_bytes: int, max_texts: int) -> type[BaseModel]:
                 raise ValueError("give either `text` or `texts`")
             return self
 
-    return RadarRequest
+    return TextRequest
 
 
 def base64_cap(max_bytes: int) -> int:
@@ -132,10 +132,10 @@ def float32_base64_length(values: int) -> int:
     return 4 * math.ceil(4 * values / 3)
 
 
-def resnet_request(channels: int, max_pixels: int) -> type[BaseModel]:
+def pixels_request(channels: int, max_pixels: int) -> type[BaseModel]:
     Side = Annotated[int, Field(ge=1, le=max_pixels)]  # noqa: N806 (a type)
 
-    class ResnetRequest(Strict):
+    class PixelsRequest(Strict):
         """A normalised image as raw float32: base64 of little-endian bytes in C order, not a JSON list of
         numbers, which would be about three times larger, slower to parse and not exact."""
 
@@ -149,7 +149,7 @@ def resnet_request(channels: int, max_pixels: int) -> type[BaseModel]:
             f"4 x {channels} x height x width bytes",
         )
 
-    return ResnetRequest
+    return PixelsRequest
 
 
 def element_type(wire: str, answer: bool = False) -> object:
@@ -233,12 +233,16 @@ def title_case(model: str) -> str:
 class Chunk(BaseModel):
     start: int = Field(description="first character of the chunk (Unicode code points, from 0)")
     end: int = Field(description="one past the chunk's last character")
-    score: float = Field(description="the chunk's AI-generated probability")
+    score: float = Field(description="the chunk's probability")
 
 
-class RadarResult(BaseModel):
-    score: float = Field(description="the text's AI-generated probability")
-    chunks: list[Chunk]
+def score_result(model: str) -> type[BaseModel]:
+    """A text scorer's answer: the text's probability and each chunk's."""
+    return create_model(
+        f"{title_case(model)}Result",
+        score=(float, Field(description="the text's probability: its chunks', weighted by length")),
+        chunks=(list[Chunk], ...),
+    )
 
 
 def labelled_result(model: str, labels: tuple[str, ...]) -> type[BaseModel]:
@@ -287,27 +291,15 @@ def embedding_result(model: str, dimensions: int) -> type[BaseModel]:
     )
 
 
-class OcrLine(BaseModel):
-    text: str
-    score: float
-    box: list[list[float]] = Field(description="4 corners [x, y] in image pixels, clockwise from top-left")
-
-
-class OcrResult(BaseModel):
-    lines: list[OcrLine] = Field(description="the text lines in reading order")
-
-
-class HealthCodeFields(BaseModel):
-    name: str | None
-    datetime: str | None
-    status: str | None
-
-
-class HealthCodeResult(BaseModel):
-    color: str = Field(description="green, yellow, red or unknown")
-    qr: str | None = Field(description="the QR code's payload; null when there is none")
-    texts: list[str]
-    fields: HealthCodeFields
+def lines_result(model: str) -> type[BaseModel]:
+    """A text reader's answer: the lines it found in an image."""
+    Line = create_model(  # noqa: N806 (a type)
+        f"{title_case(model)}Line",
+        text=(str, ...),
+        score=(float, ...),
+        box=(list[list[float]], Field(description="4 corners [x, y] in image pixels, clockwise from top-left")),
+    )
+    return create_model(f"{title_case(model)}Result", lines=(list[Line], Field(description="the text lines in reading order")))
 
 
 class ClassScore(BaseModel):
@@ -315,9 +307,13 @@ class ClassScore(BaseModel):
     prob: float
 
 
-class ResnetResult(BaseModel):
-    probs: list[float] = Field(description="the probability of each class")
-    top: list[ClassScore] = Field(description="the five most probable classes, most probable first")
+def classes_result(model: str) -> type[BaseModel]:
+    """A pixel classifier's answer: every class's probability and the five most probable."""
+    return create_model(
+        f"{title_case(model)}Result",
+        probs=(list[float], Field(description="the probability of each class")),
+        top=(list[ClassScore], Field(description="the five most probable classes, most probable first")),
+    )
 
 
 class ProblemPlace(BaseModel):

@@ -60,7 +60,7 @@ class DoorSettings:
     cors_origins: tuple[str, ...] = setting(
         (), parse_origins, "origins allowed to call from a browser: comma-separated, or the flag repeated", repeatable=True
     )
-    max_texts: int = setting(64, int, "texts per RADAR call")
+    max_texts: int = setting(64, int, "texts per call of a text route")
     body_timeout: float = setting(30.0, float, "seconds for a whole body to arrive (a slow drip holds nothing longer)")
     triton_timeout: float = setting(120.0, float, "seconds for Triton's answer to one request")
     rate_window: float = setting(10.0, float, "seconds over which a model's answer rate is measured for Retry-After")

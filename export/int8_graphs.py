@@ -41,7 +41,7 @@ from onnxruntime.quantization.shape_inference import quant_pre_process
 
 from kit.adapters.settings import OcrModelSettings
 from kit.control.configs import load_source_config, parameters
-from kit.pipelines.ocr.image import decode_image
+from kit.pipelines.encoded_images import decode_image
 from kit.pipelines.ocr.pipeline import OcrPipeline
 from kit.pipelines.ocr.recognize import character_table
 from kit.runners.onnx import OcrEngines, make_session

@@ -9,7 +9,7 @@ import numpy as np
 
 from kit.adapters.settings import OcrModelSettings
 from kit.adapters.triton import infer, input_array
-from kit.pipelines.ocr.image import decode_request_image
+from kit.pipelines.encoded_images import decode_request_image
 from kit.pipelines.ocr.pipeline import OcrPipeline
 from kit.pipelines.ocr.recognize import character_table
 

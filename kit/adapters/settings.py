@@ -23,6 +23,9 @@ S = TypeVar("S", bound="Settings")
 TRUE, FALSE = ("true", "1", "yes"), ("false", "0", "no")
 ONNX_PROVIDERS = ("CPUExecutionProvider", "CUDAExecutionProvider", "TensorrtExecutionProvider")
 TORCH_DTYPES = ("fp16", "fp32")
+# The parameters the front door reads from a served config (kit.control.specs' DOOR_*: its route, its answer): the
+# model does not, so its settings never hold them.
+DOOR_PREFIX = "door_"
 
 
 class SettingsError(ValueError):
@@ -80,6 +83,7 @@ class Settings:
     @classmethod
     def from_parameters(cls: type[S], params: dict[str, str]) -> S:
         known = keys(cls)
+        params = {key: value for key, value in params.items() if not key.startswith(DOOR_PREFIX)}
         unknown = sorted(set(params) - known)
         if unknown:
             raise SettingsError(f"{cls.__name__}: unknown parameters {unknown} (known: {sorted(known)})")
@@ -99,8 +103,8 @@ class RadarSettings(Settings):
     from the export's token lengths, and the classifier's max_batch_size, so that a chunk group always fits one
     classifier request. `max_chars` 0 chunks by the model's token limit alone. What the models ignore reaches the
     front door through the served config: `canary` (the export's golden set as JSON, derived from the file
-    `canary_from` names, kit.control.canary), and a spec's `door_route` and `labels` (the label names, a JSON list
-    in the classifier's column order)."""
+    `canary_from` names, kit.control.canary) and a spec's `labels` (the label names, a JSON list in the
+    classifier's column order)."""
 
     classifier: str
     max_chars: int
@@ -110,7 +114,6 @@ class RadarSettings(Settings):
     max_batch: int
     canary_from: str = ""
     canary: str = ""
-    door_route: str = ""
     labels: str = ""
 
     def __post_init__(self) -> None:
@@ -138,15 +141,14 @@ class ImageClassifierSettings(Settings):
     """An image-classification spec's entry and its `NAME_pixels` (kit.control.image_task), which inherits the
     entry's parameters (`parameters_from`): `pixels_model`, the model that decodes and preprocesses; the limits an
     encoded image is held to before it is decoded; `preprocessing`, the pixels model's file of the checkpoint's
-    preprocessing (kit.pipelines.image_processing). `door_route` and `labels` (a JSON list in the graph's column
-    order) reach the front door through the entry's config."""
+    preprocessing (kit.pipelines.image_processing). `labels` (a JSON list in the graph's column order) reaches the
+    front door through the entry's config."""
 
     pixels_model: str
     max_image_bytes: int
     max_pixels: int
     preprocessing: str = ""
     parameters_from: str = ""
-    door_route: str = ""
     labels: str = ""
 
 
@@ -155,14 +157,12 @@ class PipelineSettings(Settings):
     """A pipeline spec's entry (kit.control.pipeline_task, kit/adapters/pipeline_model.py): `pipeline_module`, the
     user's module's file in the version folder (kit.pipelines.custom); `networks`, the builder's JSON of each
     network's model and output names; `max_rows`, the most rows a network takes in one call (its max_batch_size);
-    `requests_in_flight`, how many requests may be under way at once, the rest waiting in Triton's bounded queue.
-    `door_route` reaches the front door through the config."""
+    `requests_in_flight`, how many requests may be under way at once, the rest waiting in Triton's bounded queue."""
 
     pipeline_module: str
     networks: str
     max_rows: int
     requests_in_flight: int
-    door_route: str = ""
 
 
 OCR_ENGINES = ("bls", "in_process")
@@ -241,11 +241,7 @@ def require_cpu_inputs(force_cpu_only_input_tensors: bool) -> None:
 class RunnerSettings(PricedSettings):
     """What every runner takes: with a `merge_table`, requests of different shapes run as one padded batch where
     the table predicts that cheaper (kit/adapters/runner.py); without one, only equal shapes run together, as in
-    Triton. `door_route` and `door_axes`: where the front door serves a model from a spec (kit.control.specs), and
-    which of its inputs' axes must agree in length; the door reads them from the served config, the runner does not."""
-
-    door_route: str = field(default="", kw_only=True)
-    door_axes: str = field(default="", kw_only=True)
+    Triton."""
 
 
 @dataclass(frozen=True)

@@ -33,12 +33,13 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from kit.control.canary import CanaryError, golden_set
 from kit.control.configs import RepositoryError, parameters
-from kit.control.specs import DOOR_ROUTE
+from kit.control.specs import DOOR_ANSWER, DOOR_DESCRIPTION, DOOR_ROUTE, DOOR_SCHEMA
 from kit.pipelines.text.radar import length_buckets
 
 TOKEN_LENGTHS = "token_lengths.json"
 DERIVED = ("buckets", "max_batch", "chunks_in_flight", "canary")  # computed here for each model, never inherited
-ENTRY_ONLY = (DOOR_ROUTE,)  # the door serves the entry there, not the models behind it: never inherited either
+# The door serves the entry, not the models behind it: how it does is never inherited either.
+ENTRY_ONLY = (DOOR_ROUTE, DOOR_ANSWER, DOOR_DESCRIPTION, DOOR_SCHEMA)
 
 
 def effective(config: mc.ModelConfig, configs: dict[str, mc.ModelConfig]) -> dict[str, str]:

@@ -23,7 +23,7 @@ from kit.control import exports
 from kit.control.configs import set_parameter
 from kit.control.exports import Exporter, export_dir
 from kit.control.onnx_task import bounded_batching
-from kit.control.specs import DOOR_ROUTE, ModelSpec
+from kit.control.specs import DOOR_ANSWER, DOOR_ROUTE, ModelSpec
 from kit.control.text_task import checkpoint_labels
 
 EXPORTER = Exporter("export.image_classifier", lambda spec: [], lambda spec: {}, "an image classifier")
@@ -55,7 +55,8 @@ def image_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]
     entry = mc.ModelConfig(name=model["entry"], platform="ensemble", max_batch_size=spec.max_batch_size)
     entry.input.add(name="IMAGE", data_type=mc.TYPE_STRING, dims=[1])
     entry.output.add(name="SCORES", data_type=mc.TYPE_FP32, dims=[len(label_names)])
-    for key, value in {"pixels_model": model["pixels"], DOOR_ROUTE: spec.door_route, **limits}.items():
+    door = {DOOR_ROUTE: spec.door_route, DOOR_ANSWER: "image-labels"}
+    for key, value in {"pixels_model": model["pixels"], **door, **limits}.items():
         set_parameter(entry, key, value)
     set_parameter(entry, "labels", json.dumps(label_names, ensure_ascii=False))
     first = entry.ensemble_scheduling.step.add(model_name=model["pixels"], model_version=-1)

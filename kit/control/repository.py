@@ -37,7 +37,7 @@ from kit.control.derived import check_queue_bounds, derived_parameters
 from kit.control.gpu_embedded_profile import apply_gpu_embedded_profile
 from kit.control.gpu_profile import apply_gpu_profile
 from kit.control.profiles import apply_ensemble, load_profile
-from kit.control.specs import MODELS, ModelSpec, read_specs
+from kit.control.specs import DOOR_ANSWER, DOOR_ANSWERS, DOOR_SCHEMA, MODELS, TENSORS, ModelSpec, read_specs
 from kit.control.tasks import spec_models, task_of
 from kit.runners.simulated import Curve, SimulationError
 
@@ -166,6 +166,20 @@ def check_settings(model: str, config: mc.ModelConfig, files: dict[str, Path]) -
             raise RepositoryError(f"{model}: {exc}") from None
 
 
+def check_door(model: str, config: mc.ModelConfig) -> None:
+    """A config the door serves names an answer the door gives, and a JSON document's answer its JSON Schema."""
+    params = parameters(config)
+    answer = params.get(DOOR_ANSWER, TENSORS)
+    if answer not in DOOR_ANSWERS:
+        raise RepositoryError(f"{model}: {DOOR_ANSWER} {answer!r} is not one of {', '.join(DOOR_ANSWERS)}")
+    if (answer == "image-document") != (DOOR_SCHEMA in params):
+        raise RepositoryError(f"{model}: {DOOR_SCHEMA} (the document's JSON Schema) goes with {DOOR_ANSWER} image-document")
+    try:
+        json.loads(params.get(DOOR_SCHEMA, "{}"))
+    except json.JSONDecodeError as exc:
+        raise RepositoryError(f"{model}: {DOOR_SCHEMA} is not JSON ({exc})") from None
+
+
 def resolved(
     profile: str,
     artifacts: Path = ARTIFACTS,
@@ -192,6 +206,7 @@ def resolved(
         for key, value in derived_parameters(config, configs, files[model]).items():
             set_parameter(config, key, value)
         check_settings(model, config, files[model])
+        check_door(model, config)
         check_device_tables(config, files[model])
         if config.platform == ENSEMBLE:
             check_steps(config, configs)

@@ -20,6 +20,7 @@ import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from kit.adapters.settings import DOOR_PREFIX
 from kit.control.configs import REPO_ROOT, RepositoryError
 
 MODELS = REPO_ROOT / "models"
@@ -30,10 +31,27 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # a Hugging Face hub id, a
 CHECKPOINT_TASKS = ("text-classification", "feature-extraction", "image-classification")
 MAX_BATCH = 1024
 POOLINGS = ("mean", "cls")
-DOOR_ROUTE = "door_route"  # the config parameter that tells the front door where it serves a spec's model
+# The config parameters that tell the front door how to serve a model: the path of its route, the answer its route
+# gives (one of DOOR_ANSWERS, by what goes in and what comes out; door.contract holds each one's tensors), the
+# route's description in the OpenAPI document, and, for a JSON document's answer, that document's JSON Schema.
+DOOR_ROUTE = DOOR_PREFIX + "route"
+DOOR_ANSWER = DOOR_PREFIX + "answer"
+DOOR_DESCRIPTION = DOOR_PREFIX + "description"
+DOOR_SCHEMA = DOOR_PREFIX + "schema"
+TENSORS = "tensors"  # every input and output by the model's tensor names: the answer of a config that names none
+DOOR_ANSWERS = (
+    TENSORS,
+    "text-score",
+    "text-labels",
+    "text-embedding",
+    "image-labels",
+    "image-lines",
+    "image-document",
+    "pixels-classes",
+)
 # The config parameter naming each input's free axes (JSON: input -> the graph's axis name or "" per dim), so that
 # the door refuses inputs whose shared axis (token ids and their mask along `length`) differ in length.
-DOOR_AXES = "door_axes"
+DOOR_AXES = DOOR_PREFIX + "axes"
 
 
 class SpecError(RepositoryError):

@@ -27,7 +27,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 from kit.control import exports
 from kit.control.configs import SOURCE, copy_config, load_source_config, set_parameter
 from kit.control.exports import Exporter, export_dir
-from kit.control.specs import DOOR_ROUTE, ModelSpec
+from kit.control.specs import DOOR_ANSWER, DOOR_DESCRIPTION, DOOR_ROUTE, ModelSpec
 
 TEMPLATES = {"entry": "radar", "texts": "radar_texts", "classifier": "radar_classifier"}
 CLASSIFIER_KEYS = ("max_batch_size", "preferred_batch_size", "max_queue_delay_microseconds", "instances")
@@ -124,12 +124,15 @@ def text_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]
     model = names(spec)
     count = width(meta)
     entry = template("entry", model["entry"])
-    del entry.parameters["canary_from"]  # the golden set is RADAR's; a spec's model is checked by its export
+    # The golden set and the route's description are RADAR's; a spec's model is checked by its export.
+    for key in ("canary_from", DOOR_DESCRIPTION):
+        del entry.parameters[key]
     for key, value in {
         "classifier": model["classifier"],
         "max_chars": spec.max_chars,
         "bucket_count": spec.bucket_count,
         DOOR_ROUTE: spec.door_route,
+        DOOR_ANSWER: "text-embedding" if spec.task == "feature-extraction" else "text-labels",
     }.items():
         set_parameter(entry, key, value)
     if label_names:

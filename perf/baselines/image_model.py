@@ -14,9 +14,9 @@ from kit.control import image_task
 from kit.control.exports import export_dir
 from kit.control.specs import ModelSpec
 from kit.control.text_task import checkpoint_labels
+from kit.pipelines.encoded_images import decode_base64
 from kit.pipelines.errors import InputError
 from kit.pipelines.image_processing import Preprocessing, decode_image
-from kit.pipelines.ocr.image import decode_base64
 from kit.runners.onnx import make_session
 
 

@@ -1,7 +1,7 @@
 """OCR as a hand-rolled service runs it: the kit's own pipeline (kit.pipelines.ocr) with ONNX Runtime sessions in-process.
 
 The FastAPI baseline and the limit (perf.workloads.ocr_limit) both use this, so the work per image is
-the kit's: the same decoding (kit.pipelines.ocr.image), sizing, DB post-processing, crops, angle
+the kit's: the same decoding (kit.pipelines.encoded_images), sizing, DB post-processing, crops, angle
 classifier, width buckets, CTC decoding and the same exported det/cls/rec graphs, with the settings
 of the committed `model_repository/ocr/config.pbtxt`. Only the serving design differs. Not
 RapidOCR(): it runs the original graphs (the recogniser's full 6,625-class softmax per time step)
@@ -21,7 +21,7 @@ from pathlib import Path
 from kit.adapters.ocr import ocr_pipeline
 from kit.adapters.settings import OcrModelSettings
 from kit.control.configs import load_source_config, parameters
-from kit.pipelines.ocr.image import decode_image
+from kit.pipelines.encoded_images import decode_image
 from kit.pipelines.ocr.pipeline import OcrResult
 from kit.runners.onnx import OcrEngines
 

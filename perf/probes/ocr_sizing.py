@@ -23,8 +23,8 @@ import numpy as np
 
 from kit.adapters.settings import OcrModelSettings
 from kit.control.configs import load_source_config, parameters
+from kit.pipelines.encoded_images import decode_image
 from kit.pipelines.ocr.health_code import find_qr, read_health_code
-from kit.pipelines.ocr.image import decode_image
 from kit.pipelines.ocr.pipeline import OcrPipeline
 from kit.pipelines.ocr.recognize import character_table
 from kit.runners.onnx import OcrEngines

@@ -30,8 +30,8 @@ from kit.adapters.artifacts import radar_pipeline
 from kit.adapters.settings import OcrModelSettings
 from kit.control.configs import load_source_config, parameters
 from kit.pipelines.batching.buckets import choose_buckets, padding_waste
+from kit.pipelines.encoded_images import decode_image
 from kit.pipelines.ocr.detect import bucket_shape
-from kit.pipelines.ocr.image import decode_image
 from kit.pipelines.ocr.pipeline import OcrPipeline
 from kit.pipelines.ocr.recognize import MIN_REC_WIDTH, rec_width
 from kit.pipelines.text.radar import chunk_text

@@ -18,7 +18,7 @@ from tritonclient.utils import InferenceServerException
 
 from clients.health_code import HealthCodeClient
 from clients.ocr import OcrClient
-from kit.pipelines.ocr.image import MAX_PIXELS
+from kit.pipelines.encoded_images import MAX_PIXELS
 from samples.images import document, encode, health_code
 
 JPEG = document(5, fmt="JPEG").data

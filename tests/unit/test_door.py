@@ -4,20 +4,25 @@ contract read from the configs a build writes (the same function reads Triton's 
 from __future__ import annotations
 
 import dataclasses
+import re
+from pathlib import Path
 
 import pytest
 from tritonclient.utils import InferenceServerException
 
 from door.cli import environment_of, parse_args, settings_from
-from door.contract import ContractError, contract_from_configs
+from door.contract import ANSWERS, ContractError, contract_from_configs
 from door.flow import Flow
 from door.health import stub_check
 from door.settings import DoorSettings, SettingsError, api_keys
 from door.upstream import Upstream
 from kit.adapters.settings import HealthCodeSettings, OcrModelSettings, RadarSettings, Resnet50Settings
-from kit.control.configs import copy_config, parameters
-from kit.control.repository import resolved
+from kit.control.configs import SOURCE, RepositoryError, copy_config, parameters, set_parameter
+from kit.control.repository import check_door, resolved
 from kit.control.serve import door_key
+from kit.control.specs import DOOR_ANSWER, DOOR_ANSWERS, DOOR_ROUTE, DOOR_SCHEMA, TENSORS
+
+DOOR = Path(__file__).resolve().parents[2] / "door"
 
 
 class Clock:
@@ -156,6 +161,48 @@ def test_a_model_without_its_routes_tensors_stops_the_door(configs):
 def test_a_model_the_server_does_not_serve_gets_no_route(configs):
     contract = contract_from_configs({"radar": configs["radar"]})
     assert set(contract.models) == {"radar"}
+
+
+def test_a_route_comes_from_its_configs_parameters_whatever_the_models_name(configs):
+    """The door serves what a config names (route, answer, description), not a model it knows by name."""
+    renamed = copy_config(configs["radar"])
+    renamed.name = "detector"
+    set_parameter(renamed, DOOR_ROUTE, "/v1/detector")
+    contract = contract_from_configs({"detector": renamed})
+    assert contract["detector"].route == "/v1/detector" and contract["detector"].answer == "text-score"
+    assert contract.canary_model == "detector" and contract.canary is not None
+    unrouted = copy_config(configs["ocr"])
+    del unrouted.parameters[DOOR_ROUTE]
+    assert set(contract_from_configs({"ocr": unrouted}).models) == set()
+
+
+def test_an_answer_the_door_does_not_give_stops_the_build_and_the_door(configs):
+    assert set(ANSWERS) | {TENSORS} == set(DOOR_ANSWERS)
+    wrong = copy_config(configs["ocr"])
+    set_parameter(wrong, DOOR_ANSWER, "image-poem")
+    with pytest.raises(ContractError, match="door_answer 'image-poem' is not one of"):
+        contract_from_configs({"ocr": wrong})
+    with pytest.raises(RepositoryError, match="door_answer 'image-poem' is not one of"):
+        check_door("ocr", wrong)
+    schemaless = copy_config(configs["health_code"])
+    del schemaless.parameters[DOOR_SCHEMA]
+    with pytest.raises(RepositoryError, match="door_schema"):
+        check_door("health_code", schemaless)
+
+
+def test_two_golden_sets_are_refused_rather_than_one_left_unchecked(configs):
+    twin = copy_config(configs["radar"])
+    set_parameter(twin, DOOR_ROUTE, "/v1/twin")
+    with pytest.raises(ContractError, match="golden set of one model"):
+        contract_from_configs({"radar": configs["radar"], "twin": twin})
+
+
+def test_the_door_names_no_model():
+    """Every route comes from a served config; the door's code names none of the shipped models."""
+    shipped = [path.parent.name for path in SOURCE.glob("*/config.pbtxt")]
+    pattern = re.compile("|".join(rf"\b{re.escape(name)}\b" for name in shipped + ["health-code"]), re.IGNORECASE)
+    found = [f"{path.name}: {m.group()}" for path in DOOR.glob("*.py") for m in pattern.finditer(path.read_text())]
+    assert found == []
 
 
 def fake_process(proc, pid: int, comm: str, state: str, ppid: int, args: list[str]) -> None:

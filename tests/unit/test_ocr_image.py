@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from kit.pipelines.encoded_images import decode_image, decode_request_image, image_bytes
 from kit.pipelines.errors import InputError
-from kit.pipelines.ocr.image import decode_image, decode_request_image, image_bytes
 from samples.images import encode
 
 
