@@ -132,7 +132,7 @@ def served(model: str, config: mc.ModelConfig) -> Served:
     answer = params.get(DOOR_ANSWER, TENSORS)
     if answer not in DOOR_ANSWERS:
         raise ContractError(f"{model}: {DOOR_ANSWER} {answer!r} is not one of {', '.join(DOOR_ANSWERS)}")
-    kind = settings_class(model, params)
+    kind = settings_class(params)
     try:
         settings = kind.from_parameters(params) if kind is not None else None
     except SettingsError as exc:

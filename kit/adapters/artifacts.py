@@ -9,13 +9,13 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from kit.adapters.settings import RadarSettings
+from kit.adapters.settings import TextSettings
 from kit.pipelines.batching.merge import CostModel
 from kit.pipelines.text.aggregate import Head
 from kit.pipelines.text.radar import RadarPipeline
 
 
-def radar_pipeline(folder: Path, settings: RadarSettings) -> RadarPipeline:
+def radar_pipeline(folder: Path, settings: TextSettings) -> RadarPipeline:
     """RADAR, or any text model export.radar exported, from `tokenizer.json` and `export.json` (token limit, pad id,
     the AI label's index; an encoder's output and normalisation)."""
     meta = json.loads((folder / "export.json").read_text())

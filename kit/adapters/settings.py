@@ -97,8 +97,9 @@ class Settings:
 
 
 @dataclass(frozen=True)
-class RadarSettings(Settings):
-    """A text classifier's entry (RADAR's, or a text-classification spec's, kit.control.text_task). `buckets` and
+class TextSettings(Settings):
+    """A text model's entry (a text scorer's, or a text-classification or feature-extraction spec's,
+    kit.control.text_task). `buckets` and
     `max_batch` are written by the repository builder (kit.control.derived): the buckets chosen for `bucket_count`
     from the export's token lengths, and the classifier's max_batch_size, so that a chunk group always fits one
     classifier request. `max_chars` 0 chunks by the model's token limit alone. What the models ignore reaches the
@@ -122,9 +123,9 @@ class RadarSettings(Settings):
 
 
 @dataclass(frozen=True, kw_only=True)
-class RadarTextsSettings(RadarSettings):
-    """RADAR's settings, inherited at build time from the model `parameters_from` names (the `radar` ensemble
-    in front of it), so that the entry the clients and the door see and the model that does the work read one
+class TextsSettings(TextSettings):
+    """A text model's texts model: the entry's settings, inherited at build time from the model `parameters_from`
+    names (the ensemble in front of it), so that the entry the clients and the door see and the model that does the work read one
     source. `batches_in_flight`: how many of the classifier's full rounds (every instance's max_batch_size) may
     be in flight at once; the builder writes it as `chunks_in_flight` (kit.control.derived), the window the
     model hands its batches into (kit.adapters.handoff). `call_threads`: how many of its classifier calls may wait at
@@ -170,11 +171,12 @@ OCR_ENGINES = ("bls", "in_process")
 
 @dataclass(frozen=True)
 class OcrModelSettings(Settings):
-    """`engines`: how the entry runs the three networks: `bls`, as requests to the det / cls / rec models of the
-    server (their batchers merge the work of concurrent images: what a GPU wants), or `in_process`, ONNX Runtime
-    sessions of `intra_op_threads` in the entry's own process, from the exports linked into its version folder
-    (no hop: on a few CPU cores, where batching buys little, each instance then works as a whole in-process
-    pipeline does)."""
+    """A text reader's entry, or a model that reads text alike because it inherits the entry's parameters at build
+    time from the model `parameters_from` names. `engines`: how the entry runs the three networks: `bls`, as
+    requests to the det / cls / rec models of the server (their batchers merge the work of concurrent images: what
+    a GPU wants), or `in_process`, ONNX Runtime sessions of `intra_op_threads` in the entry's own process, from the
+    exports linked into its version folder (no hop: on a few CPU cores, where batching buys little, each instance
+    then works as a whole in-process pipeline does)."""
 
     det_model: str
     cls_model: str
@@ -183,19 +185,12 @@ class OcrModelSettings(Settings):
     max_pixels: int
     engines: str = "bls"
     intra_op_threads: int = 1
+    parameters_from: str = ""
     pipeline: OcrSettings = field(default_factory=OcrSettings)
 
     def __post_init__(self) -> None:
         if self.engines not in OCR_ENGINES:
             raise SettingsError(f"engines {self.engines!r} is not one of {OCR_ENGINES}")
-
-
-@dataclass(frozen=True)
-class HealthCodeSettings(OcrModelSettings):
-    """The OCR settings, inherited at build time from the model `parameters_from` names (`ocr`), so
-    that both read text alike."""
-
-    parameters_from: str = ""
 
 
 @dataclass(frozen=True)
@@ -216,9 +211,10 @@ class PricedSettings(Settings):
 
 
 @dataclass(frozen=True)
-class Resnet50Settings(PricedSettings):
-    """The `cost` policy prices runs by `cost_model` (export.resnet_cost, measured at export), or by a device
-    table's curve where `merge_table` names one (a simulated or measured GPU)."""
+class PixelClassifierSettings(PricedSettings):
+    """A pixel classifier's entry: it merges the requests of different image sizes into runs of its `backbone` by
+    `merge_policy`. The `cost` policy prices runs by `cost_model` (measured at export), or by a device table's curve
+    where `merge_table` names one (a simulated or measured GPU)."""
 
     backbone: str
     merge_policy: str
@@ -306,29 +302,25 @@ class SimRunnerSettings(RunnerSettings):
         self.check_merge()
 
 
-SETTINGS: dict[str, type[Settings]] = {
-    "ocr": OcrModelSettings,
-    "health_code": HealthCodeSettings,
-    "resnet50": Resnet50Settings,
-}
-
-
 # Settings by a parameter only their models have, the first that a config holds: a runner's model file, a text
 # classifier's texts (`batches_in_flight`) and its entry (`classifier`), an image classifier's entry and pixels model
-# (`pixels_model`, the pixels model's inherited), whatever the model's name.
+# (`pixels_model`, the pixels model's inherited), a text reader (`det_model`, its detector, which a model reading
+# alike inherits), a pixel classifier (`backbone`), whatever the model's name.
 PARAMETER_SETTINGS: dict[str, type[Settings]] = {
     "onnx_model": OnnxRunnerSettings,
     "torch_model": TorchRunnerSettings,
     "sim_table": SimRunnerSettings,
-    "batches_in_flight": RadarTextsSettings,
-    "classifier": RadarSettings,
+    "batches_in_flight": TextsSettings,
+    "classifier": TextSettings,
     "pixels_model": ImageClassifierSettings,
     "pipeline_module": PipelineSettings,
+    "det_model": OcrModelSettings,
+    "backbone": PixelClassifierSettings,
 }
 
 
-def settings_class(model: str, params: dict[str, str]) -> type[Settings] | None:
-    """The settings of a Python-backend model or an entry ensemble: by the parameters it has, else by its name; None
-    for a model without."""
+def settings_class(params: dict[str, str]) -> type[Settings] | None:
+    """The settings of a Python-backend model or an entry ensemble, by the parameters it has; None for a model
+    without."""
     kinds = [kind for key, kind in PARAMETER_SETTINGS.items() if key in params]
-    return kinds[0] if kinds else SETTINGS.get(model)
+    return kinds[0] if kinds else None

@@ -19,7 +19,7 @@ import numpy as np
 
 from kit.adapters.artifacts import radar_pipeline
 from kit.adapters.handoff import Background, Window
-from kit.adapters.settings import RadarTextsSettings, model_settings
+from kit.adapters.settings import TextsSettings, model_settings
 from kit.adapters.triton import ModelCallError, Replies, infer, input_array
 from kit.pipelines.text.radar import Result, decode_request_text
 
@@ -29,7 +29,7 @@ ANSWERS = (("SCORE", "CHUNK_SCORES"), ("SCORES", "CHUNK_SCORES"), ("EMBEDDING", 
 
 class TritonPythonModel:
     def initialize(self, args):
-        self.settings, version_dir = RadarTextsSettings.from_args(args)
+        self.settings, version_dir = TextsSettings.from_args(args)
         self.name = args["model_name"]
         self.entry = self.settings.parameters_from or self.name  # the model its clients call, which errors name
         outputs = {output["name"] for output in model_settings(args)[0]["output"]}

@@ -50,7 +50,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import InferenceServerException
 
 from kit.adapters.artifacts import radar_pipeline
-from kit.adapters.settings import RadarSettings
+from kit.adapters.settings import TextSettings
 from kit.control.canary import GoldenSet, Report, compare, golden_from_parameter
 from kit.control.configs import REPO_ROOT, RepositoryError, copy_config, parameters, parse_config, render_config
 from kit.control.repository import pin_steps, resolved, write_version
@@ -131,7 +131,7 @@ class Repository:
         self.client.close()
 
 
-def classifier_scores(repo: Repository, version: int, settings: RadarSettings, export: Path, texts) -> list[float]:
+def classifier_scores(repo: Repository, version: int, settings: TextSettings, export: Path, texts) -> list[float]:
     """Each text's AI probability through radar_classifier `version` alone, tokenised and aggregated by the
     kit's RADAR pipeline from the new export: the check of a graph no request can reach yet."""
     pipeline = radar_pipeline(export, settings)
@@ -178,7 +178,7 @@ def deploy(repo: Repository, version: int, artifacts: Path, profile: str = "cpu"
     except RepositoryError as exc:
         raise DeployError(str(exc)) from None
     pin_steps(configs[ENTRY], version)
-    settings = RadarSettings.from_parameters(parameters(configs[ENTRY]))
+    settings = TextSettings.from_parameters(parameters(configs[ENTRY]))
     if not settings.canary:
         raise DeployError(f"{artifacts / ENTRY / 'export.json'} has no golden set: an unchecked version is not deployed")
     golden: GoldenSet = golden_from_parameter(settings.canary)

@@ -151,7 +151,7 @@ def check_settings(model: str, config: mc.ModelConfig, files: dict[str, Path]) -
     """A Python-backend model's parameters against its typed settings, and an ensemble's where it has some (the
     door reads `radar`'s)."""
     params = parameters(config)
-    kind = settings_class(model, params)
+    kind = settings_class(params)
     if config.backend == "python":
         for runner in RUNNERS:  # the graph or checkpoint the profile's runner serves, whichever the export wrote
             served = params.get(runner)

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from kit.adapters.artifacts import graph_output, radar_pipeline
-from kit.adapters.settings import RadarSettings
+from kit.adapters.settings import TextSettings
 from kit.pipelines.text.radar import TextPlan, decode_text
 from kit.runners.onnx import make_session
 from kit.runners.simulated import SimulatedModel
@@ -56,7 +56,7 @@ def sim_logits(table: Path, curve: str, precision: str) -> Logits:
 
 
 class RadarModel:
-    def __init__(self, model_dir: Path, settings: RadarSettings, logits: Logits):
+    def __init__(self, model_dir: Path, settings: TextSettings, logits: Logits):
         self.settings = settings
         self.pipeline = radar_pipeline(model_dir, settings)
         self.logits = logits
@@ -84,9 +84,9 @@ def committed(model_dir: Path) -> tuple[dict, dict]:
         return RADAR.served(model_dir, Path(work))
 
 
-def settings_from_env(model_dir: Path) -> RadarSettings:
+def settings_from_env(model_dir: Path) -> TextSettings:
     params = json.loads(os.environ["RADAR_SETTINGS"]) if "RADAR_SETTINGS" in os.environ else committed(model_dir)[0]
-    return RadarSettings.from_parameters(params)
+    return TextSettings.from_parameters(params)
 
 
 def logits_from_env(model_dir: Path) -> Logits:

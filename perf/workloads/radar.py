@@ -20,7 +20,7 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 
 from kit.adapters.artifacts import radar_pipeline
-from kit.adapters.settings import RadarSettings
+from kit.adapters.settings import TextSettings
 from kit.control.configs import SOURCE, load_source_config, parameters
 from kit.control.profiles import load_profile
 from kit.pipelines.text.radar import RadarPipeline
@@ -106,9 +106,9 @@ class Radar(Workload):
         configs = variant_configs(self, setting or {}, model_dir, work)
         return parameters(configs[self.entry]), parameters(configs[self.workers])
 
-    def settings(self, model_dir: Path, work: Path, setting: dict | None = None) -> RadarSettings:
+    def settings(self, model_dir: Path, work: Path, setting: dict | None = None) -> TextSettings:
         """RADAR's settings as a kit variant serves them from `model_dir` (see `served`)."""
-        return RadarSettings.from_parameters(self.served(model_dir, work, setting)[0])
+        return TextSettings.from_parameters(self.served(model_dir, work, setting)[0])
 
     def graph_variant(self, setting: dict) -> dict:
         """The kit variant whose graph a baseline's or the limit's setting names (`graph`); none: the committed one."""
@@ -145,7 +145,7 @@ class Radar(Workload):
     def pipeline(self, spec: dict, model_dir: Path, work: Path) -> RadarPipeline:
         """RADAR's pipeline as the kit variant the spec's `limit` names (default: the deployment's) serves it."""
         params, _ = self.served(model_dir, work / "kit-settings", self.graph_variant(spec.get("limit", {})))
-        return radar_pipeline(model_dir, RadarSettings.from_parameters(params))
+        return radar_pipeline(model_dir, TextSettings.from_parameters(params))
 
     def setup(self, spec: dict, model_dir: Path, work: Path) -> dict[str, InputSet]:
         pipeline = self.pipeline(spec, model_dir, work)
@@ -155,7 +155,7 @@ class Radar(Workload):
         """The limit in chunks/s on the network the spec's `limit` names (default: the kit's), on its runner."""
         lim = spec["limit"]
         params, clf = self.served(model_dir, work / "kit-settings", self.graph_variant(lim))
-        settings = RadarSettings.from_parameters(params)
+        settings = TextSettings.from_parameters(params)
         pipeline = radar_pipeline(model_dir, settings)
         texts = inputs[lim["input"]].items
         if "sim_table" in clf:
@@ -180,7 +180,7 @@ class Radar(Workload):
         return result
 
     def baseline_environment(self, family: str, setting: dict, model_dir: Path, work: Path) -> dict[str, str]:
-        """The model folder, the kit's settings as parameters (RadarSettings.from_parameters rebuilds them) and the
+        """The model folder, the kit's settings as parameters (TextSettings.from_parameters rebuilds them) and the
         network the kit serves: its graph, or its checkpoint on the PyTorch runner in the same dtype and device. A
         setting's `bucket_count` pads to that many buckets instead, its `graph` runs that file."""
         variant = {}
@@ -207,7 +207,7 @@ class Radar(Workload):
         count = spec["accuracy"].get("requests", 8)
         texts = inputs[spec["sweep"]["input"]].items[:count]
         params, clf = self.served(model_dir, target.workdir / "accuracy")
-        pipeline = radar_pipeline(model_dir, RadarSettings.from_parameters(params))
+        pipeline = radar_pipeline(model_dir, TextSettings.from_parameters(params))
         reference, logits = radar_limit.reference_logits(model_dir, clf)
         client = grpcclient.InferenceServerClient(target.grpc_url)
         diffs = []

@@ -1,6 +1,6 @@
 """RADAR's limit: the classifier's offline throughput, no server, at its best layout.
 
-Same texts, same chunking and length buckets as the served runs (the kit's RadarSettings), on the
+Same texts, same chunking and length buckets as the served runs (the kit's TextSettings), on the
 network they serve (perf.workloads.radar picks it); the chunks run bucket by bucket in batches.
 
 - ONNX Runtime: two layouts, as the issue asks: one session with all cores at several batch sizes,

@@ -16,7 +16,7 @@ from door.flow import Flow
 from door.health import stub_check
 from door.settings import DoorSettings, SettingsError, api_keys
 from door.upstream import Upstream
-from kit.adapters.settings import HealthCodeSettings, OcrModelSettings, RadarSettings, Resnet50Settings
+from kit.adapters.settings import OcrModelSettings, PixelClassifierSettings, TextSettings
 from kit.control.configs import SOURCE, RepositoryError, copy_config, parameters, set_parameter
 from kit.control.repository import check_door, resolved
 from kit.control.serve import door_key
@@ -135,10 +135,10 @@ def test_limits_come_from_the_built_configs_through_the_models_typed_settings(co
     contract = contract_from_configs(configs)
     assert set(contract.models) == {"radar", "ocr", "health_code", "resnet50"}
     expected = {
-        "radar": RadarSettings,
+        "radar": TextSettings,
         "ocr": OcrModelSettings,
-        "health_code": HealthCodeSettings,
-        "resnet50": Resnet50Settings,
+        "health_code": OcrModelSettings,
+        "resnet50": PixelClassifierSettings,
     }
     for model, kind in expected.items():
         assert contract[model].settings == kind.from_parameters(parameters(configs[model]))

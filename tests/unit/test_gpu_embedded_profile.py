@@ -92,7 +92,7 @@ def test_every_model_passes_its_typed_settings(radar_artifacts):
         settings = TorchRunnerSettings.from_parameters(parameters(configs[model]))
         assert (settings.dtype, settings.device, settings.cuda_graphs) == ("fp16", "cuda", 0)
     for model in OCR_NETWORKS:
-        assert settings_class(model, parameters(configs[model])) is OnnxRunnerSettings
+        assert settings_class(parameters(configs[model])) is OnnxRunnerSettings
 
 
 def test_cuda_provider_moves_an_onnx_network_to_the_listed_gpus():
@@ -147,7 +147,7 @@ def test_runner_values_are_checked_by_their_typed_settings_at_build(radar_artifa
 )
 def test_runner_settings_refuse_what_the_runner_cannot_do(params, message):
     with pytest.raises(SettingsError, match=message):
-        settings_class("any", params).from_parameters(params)
+        settings_class(params).from_parameters(params)
 
 
 def test_a_gpu_provider_missing_from_this_onnxruntime_is_a_clear_error(radar_artifacts):
@@ -189,7 +189,7 @@ def test_the_simulated_device_runs_on_cpu_instances_with_its_device_table_linked
     configs = build("sim-h100", tmp_path / "repo", radar_artifacts.parent)
     for model in TORCH_MODELS:
         params, config = parameters(configs[model]), configs[model]
-        assert settings_class(model, params) is SimRunnerSettings and SimRunnerSettings.from_parameters(params)
+        assert settings_class(params) is SimRunnerSettings and SimRunnerSettings.from_parameters(params)
         assert [g.kind for g in config.instance_group] == [mc.ModelInstanceGroup.KIND_CPU]
         version = tmp_path / "repo" / model / "1"
         assert (version / params["sim_table"]).samefile(SOURCE / "devices" / "h100.json")

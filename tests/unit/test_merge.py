@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from kit.adapters.artifacts import cost_model
 from kit.adapters.pricing import priced_cost_model
-from kit.adapters.settings import Resnet50Settings, SettingsError
+from kit.adapters.settings import PixelClassifierSettings, SettingsError
 from kit.control.configs import SOURCE
 from kit.pipelines.batching.merge import (
     POLICIES,
@@ -190,8 +190,8 @@ def test_images_at_the_pixel_limit_pass():
     check_images(np.zeros((2, 3, 64, 64), dtype=np.float32), max_pixels=64 * 64)
 
 
-def resnet_settings(**merge: str) -> Resnet50Settings:
-    return Resnet50Settings(
+def resnet_settings(**merge: str) -> PixelClassifierSettings:
+    return PixelClassifierSettings(
         backbone="resnet50_backbone", merge_policy="cost", cost_model="cost.json", max_image_pixels=1 << 20, **merge
     )
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kit.adapters.artifacts import radar_pipeline
-from kit.adapters.settings import RadarSettings
+from kit.adapters.settings import TextSettings
 from kit.control.configs import parameters
 from kit.control.profiles import load_profile
 from kit.control.repository import resolved
@@ -23,17 +23,17 @@ from samples.texts import sample_texts
 
 def test_settings_are_the_built_configs_and_a_variant_can_override_the_bucket_count(radar_artifacts: Path, tmp_path):
     configs, _ = resolved("cpu")
-    assert RADAR.settings(radar_artifacts, tmp_path / "cpu") == RadarSettings.from_parameters(parameters(configs["radar"]))
+    assert RADAR.settings(radar_artifacts, tmp_path / "cpu") == TextSettings.from_parameters(parameters(configs["radar"]))
     three = RADAR.settings(radar_artifacts, tmp_path / "three", {"radar": {"parameters": {"bucket_count": "3"}}})
     assert three.bucket_count == 3 and len(three.buckets) <= 3
 
 
 def test_baselines_get_the_kits_settings(radar_artifacts: Path, tmp_path):
     flask = make_target(RADAR, "flask", {}, radar_artifacts, tmp_path)
-    sent = RadarSettings.from_parameters(json.loads(flask.environment()["RADAR_SETTINGS"]))
+    sent = TextSettings.from_parameters(json.loads(flask.environment()["RADAR_SETTINGS"]))
     assert sent == RADAR.settings(radar_artifacts, tmp_path / "kit")
     pinned = make_target(RADAR, "gunicorn", {"workers": 1, "threads": 2, "bucket_count": 3}, radar_artifacts, tmp_path)
-    assert RadarSettings.from_parameters(json.loads(pinned.environment()["RADAR_SETTINGS"])).bucket_count == 3
+    assert TextSettings.from_parameters(json.loads(pinned.environment()["RADAR_SETTINGS"])).bucket_count == 3
 
 
 def test_kit_label_names_the_bucket_count_and_queue_timeout_it_serves_with(tmp_path):

@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 
 from kit.adapters.artifacts import radar_pipeline
-from kit.adapters.settings import RadarSettings
+from kit.adapters.settings import TextSettings
 from kit.pipelines.text.radar import InputError, decode_text
 from samples.texts import MULTILINGUAL, sample_texts
 
 
 def pipeline_with(folder, buckets, max_batch=32):
-    settings = RadarSettings("radar_classifier", 300, 1 << 20, len(buckets), tuple(buckets), max_batch)
+    settings = TextSettings("radar_classifier", 300, 1 << 20, len(buckets), tuple(buckets), max_batch)
     return radar_pipeline(folder, settings)
 
 

@@ -6,14 +6,14 @@ import json
 import numpy as np
 
 from kit.adapters.ocr import OcrReader
-from kit.adapters.settings import HealthCodeSettings
+from kit.adapters.settings import OcrModelSettings
 from kit.adapters.triton import answer
 from kit.pipelines.ocr.health_code import find_qr, read_health_code
 
 
 class TritonPythonModel:
     def initialize(self, args):
-        self.reader = OcrReader(*HealthCodeSettings.from_args(args))
+        self.reader = OcrReader(*OcrModelSettings.from_args(args))
 
     async def read(self, request):
         image = self.reader.image(request)

@@ -8,7 +8,7 @@ import numpy as np
 
 from kit.adapters.artifacts import cost_model
 from kit.adapters.pricing import priced_cost_model
-from kit.adapters.settings import Resnet50Settings, model_settings
+from kit.adapters.settings import PixelClassifierSettings, model_settings
 from kit.adapters.triton import error_response, infer, input_array, pb, response
 from kit.pipelines.batching.merge import Request, group_shape, make_planner, numel
 from kit.pipelines.batching.padding import pad_group, split_rows
@@ -43,7 +43,7 @@ class PaddingMetrics:
 class TritonPythonModel:
     def initialize(self, args):
         config, _, _ = model_settings(args)
-        self.settings, version_dir = Resnet50Settings.from_args(args)
+        self.settings, version_dir = PixelClassifierSettings.from_args(args)
         policy = self.settings.merge_policy
         cost = None
         if policy == "cost":  # priced by a device table where the profile names one, else as measured at export
