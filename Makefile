@@ -75,7 +75,7 @@ ifeq ($(RADAR_MODEL),$(TINY_RADAR))
 $(RADAR_ONNX): $(TINY_RADAR)/config.json
 endif
 RADAR_EXPORT_CODE := export/radar.py export/cpu_graphs.py export/accuracy_gate.py export/onnx_validate.py \
-	kit/runners/torch_models.py kit/pipelines/text/radar.py samples/texts.py
+	kit/runners/torch_models.py kit/pipelines/text/pipeline.py samples/texts.py
 $(RADAR_ONNX): $(RADAR_EXPORT_CODE) | $(VENV)/export/.installed
 	$(EXPORT_PY) -m export.radar $(RADAR_EXPORT_ARGS) --out $(ARTIFACTS)/radar
 	echo "$(strip $(RADAR_EXPORT_ARGS))" > $(ARTIFACTS)/radar/.source

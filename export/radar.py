@@ -73,7 +73,7 @@ from export.onnx_validate import (
     sha256,
 )
 from kit.pipelines.text.aggregate import ai_probability
-from kit.pipelines.text.radar import DEFAULT_MAX_CHARS, chunk_token_lengths
+from kit.pipelines.text.pipeline import DEFAULT_MAX_CHARS, chunk_token_lengths
 from kit.runners.torch_models import POOLING_FILE, POOLINGS, LogitsOnly, PooledEmbeddings, TokenModel, usable_positions
 from samples.texts import MULTILINGUAL, sample_texts
 

@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from kit.adapters.artifacts import radar_pipeline
+from kit.adapters.artifacts import text_pipeline
 from kit.control.configs import REPO_ROOT, SOURCE, load_source_config
 from perf.engine.perf_analyzer import Load, warm_up
 from perf.engine.point import measure
@@ -56,7 +56,7 @@ def score(row: dict, budget_ms: float) -> tuple:
 def search(spec: dict, work: Path) -> dict:
     model_dir = (REPO_ROOT / spec["model"]).resolve()
     inputs = radar_inputs(
-        work / "inputs", spec["inputs"][0], radar_pipeline(model_dir, RADAR.settings(model_dir, work / "kit-settings"))
+        work / "inputs", spec["inputs"][0], text_pipeline(model_dir, RADAR.settings(model_dir, work / "kit-settings"))
     )
     budget, load = spec["p99_budget_ms"], Load(spec["requests"], concurrency=spec["concurrency"])
     best_setting, best_row, trials, seen = {}, None, [], {}

@@ -55,7 +55,7 @@ from transformers import (
 
 from export.standins import corpus
 from kit.pipelines.text.aggregate import label_probabilities, weighted_mean
-from kit.pipelines.text.radar import chunk_text
+from kit.pipelines.text.pipeline import chunk_text
 
 MAX_TOKENS = 128
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

@@ -29,7 +29,7 @@ from export.resnet import CHECKPOINT
 from export.resnet import make_standin as make_resnet_standin
 from export.resnet_cost import BATCHES, SIDES, measure, write_cost
 from export.standins import build_model, corpus, make_config, train_tokenizer, wrap_tokenizer
-from kit.pipelines.text.radar import DEFAULT_MAX_CHARS
+from kit.pipelines.text.pipeline import DEFAULT_MAX_CHARS
 from kit.runners.torch import TorchModel, TorchOptions
 
 SEED = 0

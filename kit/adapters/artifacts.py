@@ -12,15 +12,15 @@ from tokenizers import Tokenizer
 from kit.adapters.settings import TextSettings
 from kit.pipelines.batching.merge import CostModel
 from kit.pipelines.text.aggregate import Head
-from kit.pipelines.text.radar import RadarPipeline
+from kit.pipelines.text.pipeline import TextPipeline
 
 
-def radar_pipeline(folder: Path, settings: TextSettings) -> RadarPipeline:
+def text_pipeline(folder: Path, settings: TextSettings) -> TextPipeline:
     """RADAR, or any text model export.radar exported, from `tokenizer.json` and `export.json` (token limit, pad id,
     the AI label's index; an encoder's output and normalisation)."""
     meta = json.loads((folder / "export.json").read_text())
     embedder = meta.get("task") == "feature-extraction"
-    return RadarPipeline(
+    return TextPipeline(
         Tokenizer.from_file(str(folder / "tokenizer.json")),
         max_tokens=int(meta["max_tokens"]),
         pad_id=int(meta["pad_token_id"]),

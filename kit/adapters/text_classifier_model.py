@@ -3,7 +3,7 @@ text-classification spec, kit.control.text_task), installed as their model.py by
 of texts (from the entry ensemble, many clients') is chunked and tokenized at once, and its chunks go to the
 classifier as BLS requests merged across texts, one per length bucket and classifier batch, all in flight
 together; each text is answered as soon as the last request holding one of its chunks has
-(kit.pipelines.text.radar.BatchScores), so a short text does not wait for a long one.
+(kit.pipelines.text.pipeline.BatchScores), so a short text does not wait for a long one.
 
 Its config's outputs say what a text's answer holds: `SCORE` and `CHUNK_SCORES` [-1], one label's probability
 (RADAR's AI-generated label), `SCORES` [labels] and `CHUNK_SCORES` [-1, labels], every label's, or `EMBEDDING`
@@ -17,11 +17,11 @@ import asyncio
 
 import numpy as np
 
-from kit.adapters.artifacts import radar_pipeline
+from kit.adapters.artifacts import text_pipeline
 from kit.adapters.handoff import Background, Window
 from kit.adapters.settings import TextsSettings, model_settings
 from kit.adapters.triton import ModelCallError, Replies, infer, input_array
-from kit.pipelines.text.radar import Result, decode_request_text
+from kit.pipelines.text.pipeline import Result, decode_request_text
 
 DRAIN_S = 60.0  # at unload, how long the texts in flight may take to be answered
 ANSWERS = (("SCORE", "CHUNK_SCORES"), ("SCORES", "CHUNK_SCORES"), ("EMBEDDING", "CHUNK_EMBEDDINGS"))  # text's, chunks'
@@ -34,7 +34,7 @@ class TritonPythonModel:
         self.entry = self.settings.parameters_from or self.name  # the model its clients call, which errors name
         outputs = {output["name"] for output in model_settings(args)[0]["output"]}
         self.answers = next(pair for pair in ANSWERS if pair[0] in outputs)
-        self.pipeline = radar_pipeline(version_dir, self.settings)
+        self.pipeline = text_pipeline(version_dir, self.settings)
         # Version N of radar_texts calls version N of its classifier, the graph exported with its tokenizer and golden
         # set: while a new version is checked (kit.control.deploy) the old one keeps calling the old graph.
         self.version = int(args["model_version"])

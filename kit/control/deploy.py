@@ -49,7 +49,7 @@ from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import InferenceServerException
 
-from kit.adapters.artifacts import radar_pipeline
+from kit.adapters.artifacts import text_pipeline
 from kit.adapters.settings import TextSettings
 from kit.control.canary import GoldenSet, Report, compare, golden_from_parameter
 from kit.control.configs import REPO_ROOT, RepositoryError, copy_config, parameters, parse_config, render_config
@@ -134,7 +134,7 @@ class Repository:
 def classifier_scores(repo: Repository, version: int, settings: TextSettings, export: Path, texts) -> list[float]:
     """Each text's AI probability through radar_classifier `version` alone, tokenised and aggregated by the
     kit's RADAR pipeline from the new export: the check of a graph no request can reach yet."""
-    pipeline = radar_pipeline(export, settings)
+    pipeline = text_pipeline(export, settings)
     scores = []
     for text in texts:
         plan = pipeline.plan(text)

@@ -34,7 +34,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 from kit.control.canary import CanaryError, golden_set
 from kit.control.configs import RepositoryError, parameters
 from kit.control.specs import DOOR_ANSWER, DOOR_DESCRIPTION, DOOR_ROUTE, DOOR_SCHEMA
-from kit.pipelines.text.radar import length_buckets
+from kit.pipelines.text.pipeline import length_buckets
 
 TOKEN_LENGTHS = "token_lengths.json"
 DERIVED = ("buckets", "max_batch", "chunks_in_flight", "canary")  # computed here for each model, never inherited

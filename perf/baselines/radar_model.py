@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kit.adapters.artifacts import graph_output, radar_pipeline
+from kit.adapters.artifacts import graph_output, text_pipeline
 from kit.adapters.settings import TextSettings
-from kit.pipelines.text.radar import TextPlan, decode_text
+from kit.pipelines.text.pipeline import TextPlan, decode_text
 from kit.runners.onnx import make_session
 from kit.runners.simulated import SimulatedModel
 
@@ -58,7 +58,7 @@ def sim_logits(table: Path, curve: str, precision: str) -> Logits:
 class RadarModel:
     def __init__(self, model_dir: Path, settings: TextSettings, logits: Logits):
         self.settings = settings
-        self.pipeline = radar_pipeline(model_dir, settings)
+        self.pipeline = text_pipeline(model_dir, settings)
         self.logits = logits
 
     def plan(self, text: str) -> TextPlan:

@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from kit.adapters.artifacts import radar_pipeline
+from kit.adapters.artifacts import text_pipeline
 from kit.control.configs import REPO_ROOT
 from perf.engine import perf_analyzer
 from perf.engine.spec import load_spec
@@ -107,7 +107,7 @@ def occupancy(requests: list[dict[str, int]], instances: int) -> Occupancy:
 def measure_variant(setting: dict, spec: dict, model: str, concurrency: int, requests: int, work: Path) -> dict:
     model_dir = (REPO_ROOT / spec["model"]).resolve()
     inputs = radar_inputs(
-        work / "inputs", spec["inputs"][0], radar_pipeline(model_dir, RADAR.settings(model_dir, work / "kit-settings"))
+        work / "inputs", spec["inputs"][0], text_pipeline(model_dir, RADAR.settings(model_dir, work / "kit-settings"))
     )
     target = make_target(RADAR, "kit", setting, model_dir, work)
     trace = target.workdir / "trace.json"

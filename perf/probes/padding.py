@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
-from kit.adapters.artifacts import radar_pipeline
+from kit.adapters.artifacts import text_pipeline
 from kit.adapters.settings import OcrModelSettings
 from kit.control.configs import load_source_config, parameters
 from kit.pipelines.batching.buckets import choose_buckets, padding_waste
@@ -34,7 +34,7 @@ from kit.pipelines.encoded_images import decode_image
 from kit.pipelines.ocr.detect import bucket_shape
 from kit.pipelines.ocr.pipeline import OcrPipeline
 from kit.pipelines.ocr.recognize import MIN_REC_WIDTH, rec_width
-from kit.pipelines.text.radar import chunk_text
+from kit.pipelines.text.pipeline import chunk_text
 from kit.runners.onnx import OcrEngines
 from perf.engine.limit import CORES
 from perf.probes.output import command_line, emit
@@ -60,7 +60,7 @@ def radar(args: argparse.Namespace) -> dict:
         per_text = [[len(ids) for ids in chunk_text(tokenizer, text, settings.max_chars, max_tokens)[1]] for text in texts]
         lengths = [n for text in per_text for n in text]
         per_request_max = sum(max(t) * len(t) for t in per_text)
-        rows = chunk_rows(radar_pipeline(args.model, settings), texts)
+        rows = chunk_rows(text_pipeline(args.model, settings), texts)
         entry = {
             "bucket_count": settings.bucket_count,
             "buckets": list(settings.buckets),

@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 import tritonclient.grpc as grpcclient
 
-from kit.adapters.artifacts import radar_pipeline
+from kit.adapters.artifacts import text_pipeline
 from kit.adapters.settings import TextSettings
 from kit.control.configs import SOURCE, load_source_config, parameters
 from kit.control.profiles import load_profile
-from kit.pipelines.text.radar import RadarPipeline
+from kit.pipelines.text.pipeline import TextPipeline
 from perf.engine.inputs import InputSet, bytes_tensor, input_set
 from perf.engine.load import tensor
 from perf.engine.tables import kit_time_table, sec, table
@@ -36,7 +36,7 @@ from samples.texts import sample_texts
 ACCURACY_TIMEOUT_S = 60.0
 
 
-def radar_inputs(out_dir: Path, spec_input: dict, pipeline: RadarPipeline) -> InputSet:
+def radar_inputs(out_dir: Path, spec_input: dict, pipeline: TextPipeline) -> InputSet:
     """A spec's texts (samples.texts), in every form a load generator sends them, knowing their chunks per text."""
     s = spec_input
     texts = sample_texts(s["count"], s["min_chars"], s["max_chars"], seed=s["seed"])
@@ -142,10 +142,10 @@ class Radar(Workload):
             f"buckets={buckets} entry={entry.get('instances', 1)}x{texts} in-flight={rounds}{ragged}{graph}{timeout}"
         )
 
-    def pipeline(self, spec: dict, model_dir: Path, work: Path) -> RadarPipeline:
+    def pipeline(self, spec: dict, model_dir: Path, work: Path) -> TextPipeline:
         """RADAR's pipeline as the kit variant the spec's `limit` names (default: the deployment's) serves it."""
         params, _ = self.served(model_dir, work / "kit-settings", self.graph_variant(spec.get("limit", {})))
-        return radar_pipeline(model_dir, TextSettings.from_parameters(params))
+        return text_pipeline(model_dir, TextSettings.from_parameters(params))
 
     def setup(self, spec: dict, model_dir: Path, work: Path) -> dict[str, InputSet]:
         pipeline = self.pipeline(spec, model_dir, work)
@@ -156,7 +156,7 @@ class Radar(Workload):
         lim = spec["limit"]
         params, clf = self.served(model_dir, work / "kit-settings", self.graph_variant(lim))
         settings = TextSettings.from_parameters(params)
-        pipeline = radar_pipeline(model_dir, settings)
+        pipeline = text_pipeline(model_dir, settings)
         texts = inputs[lim["input"]].items
         if "sim_table" in clf:
             print(f"limit: the simulated device of {clf['sim_table']}, from its table", flush=True)
@@ -207,7 +207,7 @@ class Radar(Workload):
         count = spec["accuracy"].get("requests", 8)
         texts = inputs[spec["sweep"]["input"]].items[:count]
         params, clf = self.served(model_dir, target.workdir / "accuracy")
-        pipeline = radar_pipeline(model_dir, TextSettings.from_parameters(params))
+        pipeline = text_pipeline(model_dir, TextSettings.from_parameters(params))
         reference, logits = radar_limit.reference_logits(model_dir, clf)
         client = grpcclient.InferenceServerClient(target.grpc_url)
         diffs = []

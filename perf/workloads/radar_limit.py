@@ -27,7 +27,7 @@ import onnxruntime as ort
 
 from kit.adapters.artifacts import graph_output
 from kit.control.configs import SOURCE
-from kit.pipelines.text.radar import RadarPipeline
+from kit.pipelines.text.pipeline import TextPipeline
 from kit.runners.onnx import CPU, LEVELS, SERVED_LEVEL, make_session
 from kit.runners.simulated import Curve
 from perf.baselines.radar_model import Logits, onnx_logits, sim_logits, torch_logits
@@ -37,12 +37,12 @@ Rows = list[tuple[np.ndarray, np.ndarray]]
 Batch = tuple[np.ndarray, np.ndarray]
 
 
-def chunk_rows(pipeline: RadarPipeline, texts: list[str]) -> Rows:
+def chunk_rows(pipeline: TextPipeline, texts: list[str]) -> Rows:
     """Every chunk of the texts, in text order, each padded to its bucket as the served runs do it."""
     return [row for text in texts for group in pipeline.plan(text).groups for row in zip(group.input_ids, group.attention_mask)]
 
 
-def chunks_per_text(pipeline: RadarPipeline, texts: list[str]) -> float:
+def chunks_per_text(pipeline: TextPipeline, texts: list[str]) -> float:
     return sum(len(pipeline.plan(text).spans) for text in texts) / len(texts)
 
 
@@ -119,7 +119,7 @@ def summary(rows: Rows, texts: list[str], every_row: Rows, layouts: list[dict], 
 
 def measure(
     model: Path,
-    pipeline: RadarPipeline,
+    pipeline: TextPipeline,
     texts: list[str],
     chunks: int | None,
     batch_sizes: list[int],
@@ -147,7 +147,7 @@ def measure(
 
 def measure_torch(
     model_dir: Path,
-    pipeline: RadarPipeline,
+    pipeline: TextPipeline,
     texts: list[str],
     chunks: int | None,
     batch_sizes: list[int],
@@ -172,7 +172,7 @@ def measure_torch(
 
 
 def measure_sim(
-    table: Path, curve: str, precision: str, pipeline: RadarPipeline, texts: list[str], batch_sizes: list[int]
+    table: Path, curve: str, precision: str, pipeline: TextPipeline, texts: list[str], batch_sizes: list[int]
 ) -> dict:
     """Chunks/s of a simulated device (kit.runners.simulated) on every chunk, in batches bucket by bucket, and in
     batches of any lengths padded to their longest (sorted by length, as a runner that merges lengths would run

@@ -159,7 +159,7 @@ def test_image_build_imports_what_every_model_py_imports_from_the_kit():
     named = " \\\n    ".join(f"/opt/kit/kit/adapters/{path.name}" for path in adapters)
     assert f"RUN python3 /tmp/check/check_imports.py /tmp/check/model_repository {named}" in dockerfile
     checked = check_imports.check(SOURCE, adapters)
-    assert "text_classifier_model: kit.pipelines.text.radar" in checked
+    assert "text_classifier_model: kit.pipelines.text.pipeline" in checked
     assert "image_pixels_model: kit.pipelines.image_processing" in checked
     assert "pipeline_model: kit.adapters.custom_pipeline" in checked
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.adapters.artifacts import radar_pipeline
+from kit.adapters.artifacts import text_pipeline
 from kit.adapters.settings import TextSettings
 from kit.control.configs import parameters
 from kit.control.profiles import load_profile
@@ -60,6 +60,6 @@ def test_limit_pads_every_chunk_to_the_buckets_the_served_model_uses(radar_artif
     texts = sample_texts(12, 100, 800, seed=3)
     for count in (3, 8):
         settings = RADAR.settings(radar_artifacts, tmp_path / str(count), {"radar": {"parameters": {"bucket_count": str(count)}}})
-        rows = chunk_rows(radar_pipeline(radar_artifacts, settings), texts)
+        rows = chunk_rows(text_pipeline(radar_artifacts, settings), texts)
         assert rows and {len(ids) for ids, _ in rows} <= set(settings.buckets)
         assert all(mask.sum() >= 1 and mask[: mask.sum()].all() for _, mask in rows)  # right-padded real tokens

@@ -3,15 +3,15 @@
 import numpy as np
 import pytest
 
-from kit.adapters.artifacts import radar_pipeline
+from kit.adapters.artifacts import text_pipeline
 from kit.adapters.settings import TextSettings
-from kit.pipelines.text.radar import InputError, decode_text
+from kit.pipelines.text.pipeline import InputError, decode_text
 from samples.texts import MULTILINGUAL, sample_texts
 
 
 def pipeline_with(folder, buckets, max_batch=32):
     settings = TextSettings("radar_classifier", 300, 1 << 20, len(buckets), tuple(buckets), max_batch)
-    return radar_pipeline(folder, settings)
+    return text_pipeline(folder, settings)
 
 
 @pytest.fixture(scope="module")

@@ -99,7 +99,7 @@ def spans_of(text: str, max_chars: int) -> list[tuple[int, int]]:
 
 
 @dataclass
-class RadarPipeline:
+class TextPipeline:
     """`max_batch`: chunks per classifier request, the classifier's max_batch_size. `max_chars` 0 chunks by the
     model's token limit alone. `ai_label_index`: the label `Result.score` reports. `head`: what the graph's output
     (named `output`) becomes, a classifier's probabilities or an encoder's embedding."""
