@@ -185,7 +185,7 @@ $(PERF_MODEL): $(PERF_CHECKPOINT)/config.json $(RADAR_EXPORT_CODE) | $(VENV)/exp
 	$(EXPORT_PY) -m export.radar $(PERF_EXPORT_ARGS) --out $(ARTIFACTS)/radar-large
 	echo "$(strip $(PERF_EXPORT_ARGS))" > $(ARTIFACTS)/radar-large/.source
 
-# A new version of a served model under load (kit.control.deploy, docs/RELIABILITY.md): NAME=radar VERSION=2
+# A new version of a text model under load (kit.control.deploy, docs/RELIABILITY.md): NAME=radar VERSION=2
 # FROM=DIR, where DIR holds the new export as artifacts/ does (DIR/radar/...); TRITON_ADMIN_KEY where the
 # server has one. Loads it beside the serving version, checks its golden set, then retires the old one.
 NAME ?= radar

@@ -1,26 +1,27 @@
-"""Load a new version of `radar` into a running server, check it, and only then retire the old one.
+"""Load a new version of a text model into a running server, check it, and only then retire the old one.
 
-    python -m kit.control.deploy radar --version 2 --artifacts DIR [--repository build/repository/cpu]
+    python -m kit.control.deploy NAME --version 2 --artifacts DIR [--repository build/repository/cpu]
                                  [--url 127.0.0.1:8000] [--profile cpu]
 
-DIR holds a new export as `make export` lays one out (DIR/radar/model.onnx, tokenizer.json, export.json
-with its golden set, ...). A version of radar is its three models under one number: the `radar` ensemble N
-runs radar_texts N (its step is pinned, kit.control.repository.pin_steps), which calls radar_classifier N
-(kit/adapters/text_classifier_model.py), so the graph, the tokenizer and the golden set of one export
-always serve together. The steps, each waited for:
+NAME is a text model's entry whose config carries its export's golden set (`canary_from`; `radar` in the shipped
+repository). DIR holds a new export as `make export` lays one out (DIR/NAME/model.onnx, tokenizer.json,
+export.json with its golden set, ...). A version of NAME is its three models under one number (TextModels, read
+from the entry's config): the entry ensemble N runs its texts model N (its step is pinned,
+kit.control.repository.pin_steps), which calls its classifier N (kit/adapters/text_classifier_model.py), so the
+graph, the tokenizer and the golden set of one export always serve together. The steps, each waited for:
 
 1. version folder N of the three models is written beside the serving one, from DIR (kit.control.repository);
-2. radar_classifier and radar_texts are loaded with versions [old, N]: the old radar still runs the old ones;
-3. the new export's golden set is run through the kit's own pipeline (its tokenizer) and radar_classifier
-   N, then through radar_texts N (no client reaches either yet); a score beyond the golden set's tolerance
+2. the classifier and the texts model are loaded with versions [old, N]: the old entry still runs the old ones;
+3. the new export's golden set is run through the kit's own pipeline (its tokenizer) and the classifier
+   N, then through the texts model N (no client reaches either yet); a score beyond the golden set's tolerance
    rolls back: both at [old], folders N removed;
-4. radar is loaded at version N, its step on radar_texts N, with its new config (golden set, buckets):
-   Triton serves the old radar until the new one is ready, then lets the old one finish what it holds;
-5. the golden set through radar itself, as the door's canary runs it; beyond the tolerance rolls back
+4. the entry is loaded at version N, its step on the texts model N, with its new config (golden set, buckets):
+   Triton serves the old entry until the new one is ready, then lets the old one finish what it holds;
+5. the golden set through the entry itself, as the door's canary runs it; beyond the tolerance rolls back
    the three models to [old];
-6. once the old radar is gone (not only no longer taking requests: it still sends what it holds to the old
-   radar_texts), radar_texts [N] retires the old version; once that is gone (its texts in flight answered by
-   the old classifier), radar_classifier [N] does.
+6. once the old entry is gone (not only no longer taking requests: it still sends what it holds to the old
+   texts model), the texts model [N] retires the old version; once that is gone (its texts in flight answered
+   by the old classifier), the classifier [N] does.
 
 Every config is written to disk before it is loaded, so that the three config.pbtxt files always name what
 serves (a restart of the server, the supervisor's, serves it) and loading the ensemble finds no step whose
@@ -56,8 +57,6 @@ from kit.control.configs import REPO_ROOT, RepositoryError, copy_config, paramet
 from kit.control.repository import pin_steps, resolved, write_version
 from kit.control.runtime import ADMIN_HEADER
 
-ENTRY, TEXTS, CLASSIFIER = "radar", "radar_texts", "radar_classifier"
-MODELS = (ENTRY, TEXTS, CLASSIFIER)
 ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
 UNLOAD_TIMEOUT = 120.0  # seconds for an old version to finish what it holds (an entry drains for up to 60 s)
 
@@ -131,9 +130,36 @@ class Repository:
         self.client.close()
 
 
-def classifier_scores(repo: Repository, version: int, settings: TextSettings, export: Path, texts) -> list[float]:
-    """Each text's AI probability through radar_classifier `version` alone, tokenised and aggregated by the
-    kit's RADAR pipeline from the new export: the check of a graph no request can reach yet."""
+@dataclass(frozen=True)
+class TextModels:
+    """A text model's three models, one version of which serves together."""
+
+    entry: str
+    texts: str
+    classifier: str
+
+    @classmethod
+    def of(cls, repo: Repository, entry: str) -> TextModels:
+        """The models behind `entry` as its config on disk names them: its ensemble's step, its texts' classifier."""
+        try:
+            config = repo.config_on_disk(entry)
+        except FileNotFoundError:
+            raise DeployError(f"{repo.folder} has no model {entry!r}") from None
+        params = parameters(config)
+        if "canary_from" not in params or len(config.ensemble_scheduling.step) != 1:
+            raise DeployError(f"{entry} is not a text model's entry with a golden set (`canary_from`): nothing checks it")
+        return cls(entry, config.ensemble_scheduling.step[0].model_name, params["classifier"])
+
+    @property
+    def all(self) -> tuple[str, str, str]:
+        return self.entry, self.texts, self.classifier
+
+
+def classifier_scores(
+    repo: Repository, models: TextModels, version: int, settings: TextSettings, export: Path, texts
+) -> list[float]:
+    """Each text's score through the classifier `version` alone, tokenised and aggregated by the kit's text
+    pipeline from the new export: the check of a graph no request can reach yet."""
     pipeline = text_pipeline(export, settings)
     scores = []
     for text in texts:
@@ -146,15 +172,15 @@ def classifier_scores(repo: Repository, version: int, settings: TextSettings, ex
                 tensor = httpclient.InferInput(name, list(array.shape), "INT64")
                 tensor.set_data_from_numpy(array)
                 inputs.append(tensor)
-            result = repo.client.infer(CLASSIFIER, inputs, model_version=str(version))
+            result = repo.client.infer(models.classifier, inputs, model_version=str(version))
             logits.append(result.as_numpy("logits"))
         scores.append(pipeline.finish(plan, logits).score)
     return scores
 
 
-def entry_scores(repo: Repository, texts, model: str = ENTRY, version: int | None = None) -> list[float]:
-    """Each text's SCORE through `radar` as any client calls it (no version named), or through `model` `version`
-    (radar_texts N, which takes a batch of texts: [1, 1])."""
+def entry_scores(repo: Repository, texts, model: str, version: int | None = None) -> list[float]:
+    """Each text's SCORE through the entry `model` as any client calls it (no version named), or through `model`
+    `version` (a texts model N, which takes a batch of texts: [1, 1])."""
     scores = []
     for text in texts:
         shape = [1] if version is None else [1, 1]
@@ -165,35 +191,40 @@ def entry_scores(repo: Repository, texts, model: str = ENTRY, version: int | Non
     return scores
 
 
-def deploy(repo: Repository, version: int, artifacts: Path, profile: str = "cpu", log: Callable[[str], None] = print) -> Outcome:
-    old = {model: repo.config_on_disk(model) for model in MODELS}
-    serving = repo.serving(ENTRY)
+def deploy(
+    repo: Repository, name: str, version: int, artifacts: Path, profile: str = "cpu", log: Callable[[str], None] = print
+) -> Outcome:
+    """Version `version` of the text model `name` from the export in `artifacts`, checked before the old one retires."""
+    models = TextModels.of(repo, name)
+    entry, texts, classifier = every = models.all
+    old = {model: repo.config_on_disk(model) for model in every}
+    serving = repo.serving(entry)
     if len(serving) != 1:
-        raise DeployError(f"{ENTRY} serves versions {serving}; deploy needs exactly one")
+        raise DeployError(f"{entry} serves versions {serving}; deploy needs exactly one")
     previous = serving[0]
     if version <= previous:
         raise DeployError(f"version {version} is not newer than the serving {previous}")
     try:
-        configs, files = resolved(profile, artifacts, models=MODELS)
+        configs, files = resolved(profile, artifacts, models=every)
     except RepositoryError as exc:
         raise DeployError(str(exc)) from None
-    pin_steps(configs[ENTRY], version)
-    settings = TextSettings.from_parameters(parameters(configs[ENTRY]))
+    pin_steps(configs[entry], version)
+    settings = TextSettings.from_parameters(parameters(configs[entry]))
     if not settings.canary:
-        raise DeployError(f"{artifacts / ENTRY / 'export.json'} has no golden set: an unchecked version is not deployed")
+        raise DeployError(f"{artifacts / entry / 'export.json'} has no golden set: an unchecked version is not deployed")
     golden: GoldenSet = golden_from_parameter(settings.canary)
-    folders = [repo.folder / model / str(version) for model in MODELS]
+    folders = [repo.folder / model / str(version) for model in every]
     for folder in folders:
         if folder.exists():
             raise DeployError(f"{folder} exists already")
 
     start = time.monotonic()
-    for model in MODELS:
+    for model in every:
         write_version(repo.folder / model, version, configs[model], files[model])
 
     def roll_back(step: str, report: Report | None) -> Outcome:
         log(f"rolling back: {step}")
-        for model in MODELS:
+        for model in every:
             repo.load(pinned(old[model], [previous]))
         for folder in folders:
             shutil.rmtree(folder, ignore_errors=True)
@@ -205,39 +236,40 @@ def deploy(repo: Repository, version: int, artifacts: Path, profile: str = "cpu"
         return report
 
     try:
-        repo.load(pinned(configs[CLASSIFIER], [previous, version]))
-        report = check(CLASSIFIER, classifier_scores(repo, version, settings, repo.folder / TEXTS / str(version), golden.texts))
+        repo.load(pinned(configs[classifier], [previous, version]))
+        export = repo.folder / texts / str(version)
+        report = check(classifier, classifier_scores(repo, models, version, settings, export, golden.texts))
         if not report.ok:
-            return roll_back(f"{CLASSIFIER} {version} fails its golden set", report)
-        repo.load(pinned(configs[TEXTS], [previous, version]))
-        report = check(TEXTS, entry_scores(repo, golden.texts, TEXTS, version))
+            return roll_back(f"{classifier} {version} fails its golden set", report)
+        repo.load(pinned(configs[texts], [previous, version]))
+        report = check(texts, entry_scores(repo, golden.texts, texts, version))
         if not report.ok:
-            return roll_back(f"{TEXTS} {version} fails its golden set", report)
-        repo.load(pinned(configs[ENTRY], [version]))
-        report = check(ENTRY, entry_scores(repo, golden.texts))
-        if not report.ok or repo.serving(ENTRY) != [version]:
-            return roll_back(f"{ENTRY} {version} fails its golden set", report)
-        repo.unloaded(ENTRY, previous)
-        for model in (TEXTS, CLASSIFIER):
+            return roll_back(f"{texts} {version} fails its golden set", report)
+        repo.load(pinned(configs[entry], [version]))
+        report = check(entry, entry_scores(repo, golden.texts, entry))
+        if not report.ok or repo.serving(entry) != [version]:
+            return roll_back(f"{entry} {version} fails its golden set", report)
+        repo.unloaded(entry, previous)
+        for model in (texts, classifier):
             repo.load(pinned(configs[model], [version]))
             repo.unloaded(model, previous)
     except InferenceServerException as exc:
         return roll_back(f"Triton: {exc.message() or exc}", None)
-    return Outcome(version, previous, True, report, time.monotonic() - start, f"{ENTRY} {version} serves")
+    return Outcome(version, previous, True, report, time.monotonic() - start, f"{entry} {version} serves")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model", choices=[ENTRY], help="the model to update (radar: the one with a golden set)")
+    parser.add_argument("model", help="the text model to update: an entry whose config carries a golden set (radar)")
     parser.add_argument("--version", type=int, required=True, help="the new version's number, above the serving one")
-    parser.add_argument("--artifacts", type=Path, required=True, help="the folder holding the new export (DIR/radar/...)")
+    parser.add_argument("--artifacts", type=Path, required=True, help="the folder holding the new export (DIR/NAME/...)")
     parser.add_argument("--repository", type=Path, default=REPO_ROOT / "build" / "repository" / "cpu")
     parser.add_argument("--profile", default="cpu")
     parser.add_argument("--url", default="127.0.0.1:8000", help="Triton's HTTP address")
     args = parser.parse_args(argv)
     repo = Repository(args.repository, args.url, os.environ.get(ADMIN_KEY_ENV), print)
     try:
-        outcome = deploy(repo, args.version, args.artifacts, args.profile)
+        outcome = deploy(repo, args.model, args.version, args.artifacts, args.profile)
     except DeployError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

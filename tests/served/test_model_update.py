@@ -88,7 +88,7 @@ def test_radar_is_updated_under_load_with_nothing_lost_and_the_door_learns_of_it
         assert door_canary(door)["version"] == "1"
         with Load(server.options.grpc_url, reference, texts) as load:
             assert wait_for(lambda: load.answered >= CLIENTS, 60), load.errors[:3]
-            outcome = deploy(repo, 2, linked_export(tmp_path / "v2"), log=print)
+            outcome = deploy(repo, "radar", 2, linked_export(tmp_path / "v2"), log=print)
             settled = load.answered
             assert wait_for(lambda: load.answered >= settled + CLIENTS, 60), "answers go on after the switch"
         figures = {
@@ -118,7 +118,7 @@ def test_a_version_whose_golden_set_fails_is_rolled_back_and_the_old_one_serves(
     server = updating
     repo = Repository(server.options.repository, server.options.http_url, None, print)
     before = repo.serving("radar")
-    outcome = deploy(repo, 3, perturbed_artifacts(tmp_path / "v3"), log=print)
+    outcome = deploy(repo, "radar", 3, perturbed_artifacts(tmp_path / "v3"), log=print)
     assert not outcome.deployed and "golden set" in outcome.step and outcome.report.max_drift > outcome.report.tolerance
     assert repo.serving("radar") == before and repo.serving("radar_classifier") == before
     assert not (server.options.repository / "radar_classifier" / "3").exists()

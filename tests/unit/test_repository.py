@@ -7,6 +7,7 @@ import shutil
 import pytest
 
 from kit.control.configs import SOURCE, RepositoryError, load_source_config, parse_config, source_models
+from kit.control.deploy import DeployError, Repository, TextModels
 from kit.control.derived import derived_parameters
 from kit.control.profiles import load_profile
 from kit.control.repository import build, profile_configs, resolved
@@ -160,3 +161,16 @@ def test_the_built_radar_config_carries_the_exports_canary(radar_artifacts):
     radar = resolved("cpu")[0]["radar"]
     assert radar.parameters["canary_from"].string_value == "export.json"
     assert json.loads(radar.parameters["canary"].string_value) == section
+
+
+def test_a_model_update_reads_a_text_models_three_models_from_its_entrys_config():
+    """kit.control.deploy updates any text model that carries a golden set, by its entry's name alone."""
+    repo = Repository(SOURCE, "127.0.0.1:1", None, print)
+    try:
+        assert TextModels.of(repo, "radar") == TextModels("radar", "radar_texts", "radar_classifier")
+        with pytest.raises(DeployError, match="not a text model's entry with a golden set"):
+            TextModels.of(repo, "ocr")
+        with pytest.raises(DeployError, match="has no model 'nothing'"):
+            TextModels.of(repo, "nothing")
+    finally:
+        repo.close()
