@@ -25,6 +25,11 @@ from kit.control.text_task import EXPORTERS, check_text, text_configs, text_file
 PLACEMENT = frozenset(
     {"instances", "threads", "graph", "ragged_batch", "parameters", "runner", "dtype", "gpus", "cuda_graphs", "max_batch_size"}
 )
+# A text model's graph takes its template's queue policy too: on a GPU profile it has none (kit.control.profiles'
+# `queue_policy: false`, so that Triton's batcher gathers the next batch while the device runs one), bounded by its
+# texts model's window as the template's is (kit.control.derived.check_queue_bounds). Another task's graph keeps its
+# own: nothing in front of it would bound what waits.
+TEXT_PLACEMENT = PLACEMENT | {"queue_policy"}
 SIMULATED = "sim"
 
 
@@ -36,13 +41,14 @@ class Generated:
     config: mc.ModelConfig
     like: str = ""
     settings: dict = field(default_factory=dict)
+    takes: frozenset[str] = PLACEMENT  # the settings of the template's placement it takes
 
     def placement(self, profile_models: dict) -> dict:
         """This model's settings for a profile whose models' settings are `profile_models`."""
         template = profile_models.get(self.like, {})
         if template.get("runner") == SIMULATED:
             template = {k: v for k, v in template.items() if k not in ("runner", "gpus")}
-        placed = {k: v for k, v in template.items() if k in PLACEMENT and k not in self.settings}
+        placed = {k: v for k, v in template.items() if k in self.takes and k not in self.settings}
         if "max_batch_size" in placed:  # the config's own preferred sizes, within the cap the profile sets
             cap = int(placed["max_batch_size"])
             placed["preferred_batch_size"] = [b for b in self.config.dynamic_batching.preferred_batch_size if b <= cap]
@@ -67,7 +73,8 @@ def onnx_check(spec: ModelSpec) -> str:
 
 
 def text_models(spec: ModelSpec) -> dict[str, Generated]:
-    return {name: Generated(config, like, settings) for name, (config, like, settings) in text_configs(spec).items()}
+    configs = text_configs(spec)
+    return {name: Generated(config, like, settings, TEXT_PLACEMENT) for name, (config, like, settings) in configs.items()}
 
 
 def image_models(spec: ModelSpec) -> dict[str, Generated]:

@@ -140,3 +140,8 @@ def test_a_text_model_is_placed_in_every_profile_as_radar_is(profile, brought_mo
         classifier = parameters(configs[own["classifier"]])
         served = classifier.get("onnx_model") or classifier.get("torch_model")
         assert served is None or served in files[own["classifier"]], f"{profile}: {served} is not in the version folder"
+        # Where RADAR's graph has no queue policy (the GPU profiles), the spec's has none either: its batcher gathers
+        # the next batch while the device runs one, bounded by the texts model's window (the build checks it).
+        policy = configs[own["classifier"]].dynamic_batching.default_queue_policy
+        assert policy == configs["radar_classifier"].dynamic_batching.default_queue_policy
+        assert (policy.max_queue_size > 0) == (profile == "cpu")
