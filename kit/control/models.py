@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         action=argparse.BooleanOptionalAction,
         help="feature-extraction: L2-normalise embeddings (default: as the checkpoint says, else not)",
     )
+    a.add_argument("--score-label", help="text-classification: answer this label's probability alone (default: every label's)")
     a.add_argument("--route", help="the door's path (default /v1/<name>)")
     a.add_argument("--replace", action="store_true", help="write over an existing spec of that name")
     a.add_argument("--models", type=Path, default=MODELS, help="the folder of model specs")
@@ -89,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "add":
             given = {"max_batch_size": args.max_batch_size, "max_chars": args.max_chars, "route": args.route}
+            given["score_label"] = args.score_label
             given |= {"pooling": args.pooling, "normalize": args.normalize}
             settings = {key: value for key, value in given.items() if value is not None}
             path = add(args.name, args.task, args.source, args.models, settings, args.replace)

@@ -75,6 +75,7 @@ class ModelSpec:
     max_chars: int = 0  # text tasks: chunks of at most this many characters; 0, the model's token limit
     bucket_count: int = 5  # text tasks: padded lengths chosen from the export's measured chunk lengths
     labels: tuple[str, ...] = ()  # text- and image-classification: names for the checkpoint's labels, in its order
+    score_label: str = ""  # text-classification: answer this label's probability alone (a detector's score)
     pooling: str = ""  # feature-extraction: mean or cls; unset, as the checkpoint's sentence-transformers files say, else mean
     normalize: bool | None = None  # feature-extraction: L2-normalise embeddings; unset, as those files say, else not
     given: frozenset[str] = frozenset()  # the keys the file sets (a task may keep its own default for the others)
@@ -101,7 +102,7 @@ KEYS = {f.name: f for f in fields(ModelSpec) if f.name not in ("name", "path", "
 REQUIRED = ("task", "source")
 # Keys only some tasks read: a spec of another task that sets one is refused rather than silently ignored.
 TASK_KEYS = {
-    "text-classification": frozenset({"max_chars", "bucket_count", "labels"}),
+    "text-classification": frozenset({"max_chars", "bucket_count", "labels", "score_label"}),
     "feature-extraction": frozenset({"max_chars", "bucket_count", "pooling", "normalize"}),
     "image-classification": frozenset({"labels"}),
 }

@@ -49,13 +49,15 @@ def names(spec: ModelSpec) -> dict[str, str]:
 
 def text_options(spec: ModelSpec) -> list[str]:
     options = ["--max-chars", str(spec.max_chars), "--task", spec.task]
+    options += ["--ai-label-index", str(score_index(spec))] if spec.score_label else []
     options += ["--pooling", spec.pooling] if spec.pooling else []
     return options + ([] if spec.normalize is None else ["--normalize" if spec.normalize else "--no-normalize"])
 
 
 def text_depends(spec: ModelSpec) -> dict:
     embedding = {"task": spec.task, "pooling": spec.pooling, "normalize": spec.normalize}
-    return {"max_chars": spec.max_chars} | (embedding if spec.task == FEATURE_EXTRACTION else {})
+    scored = {"score_label": spec.score_label} if spec.score_label else {}  # the golden set is that label's
+    return {"max_chars": spec.max_chars} | (embedding if spec.task == FEATURE_EXTRACTION else {}) | scored
 
 
 EXPORTERS = {task: Exporter("export.radar", text_options, text_depends, what) for task, what in WHAT.items()}
@@ -71,15 +73,49 @@ def require_label_count(spec: ModelSpec, count: int) -> None:
         raise spec.error("labels", f"names {len(spec.labels)} labels; the checkpoint has {count}", "name each label once")
 
 
+def checkpoint_config(spec: ModelSpec) -> dict:
+    """The config.json of the spec's checkpoint folder."""
+    try:
+        return json.loads((spec.source_path / "config.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise spec.error("source", f"has no readable config.json ({exc})", "point it at a saved checkpoint") from None
+
+
 def check_label_count(spec: ModelSpec) -> None:
     """The spec's `labels` against the checkpoint's config, before any export: a count that disagrees stops here."""
     if not spec.labels or spec.hub_id or spec.task != CLASSIFICATION:
         return
-    try:
-        config = json.loads((spec.source_path / "config.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise spec.error("source", f"has no readable config.json ({exc})", "point it at a saved checkpoint") from None
+    config = checkpoint_config(spec)
     require_label_count(spec, len(config.get("id2label") or {}) or int(config.get("num_labels", 2)))
+
+
+def score_index(spec: ModelSpec) -> int:
+    """The column of the spec's `score_label`, among its `labels`, else among the checkpoint's id2label: known before
+    the export, which computes the golden set for that label."""
+    if spec.labels:
+        label_names = list(spec.labels)
+    elif spec.hub_id:
+        raise spec.error("score_label", "names a label of a hub checkpoint", "name its labels in order with `labels` too")
+    else:
+        id2label = checkpoint_config(spec).get("id2label") or {}
+        label_names = [id2label[str(index)] for index in range(len(id2label))]
+    if spec.score_label not in label_names:
+        raise spec.error(
+            "score_label", f"is {spec.score_label!r}, not a label of the checkpoint", f"it is one of {', '.join(label_names)}"
+        )
+    return label_names.index(spec.score_label)
+
+
+def answer_names(spec: ModelSpec) -> tuple[str, str]:
+    """The entry's outputs of a text and of its chunks: one label's probability (`score_label`), every label's, or
+    the embedding."""
+    return ("SCORE", "CHUNK_SCORES") if spec.score_label else ANSWERS[spec.task]
+
+
+def door_answer(spec: ModelSpec) -> str:
+    if spec.task == FEATURE_EXTRACTION:
+        return "text-embedding"
+    return "text-score" if spec.score_label else "text-labels"
 
 
 def checkpoint_labels(spec: ModelSpec, meta: dict) -> list[str]:
@@ -132,12 +168,16 @@ def text_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]
         "max_chars": spec.max_chars,
         "bucket_count": spec.bucket_count,
         DOOR_ROUTE: spec.door_route,
-        DOOR_ANSWER: "text-embedding" if spec.task == "feature-extraction" else "text-labels",
+        DOOR_ANSWER: door_answer(spec),
     }.items():
         set_parameter(entry, key, value)
     if label_names:
         set_parameter(entry, "labels", json.dumps(label_names, ensure_ascii=False))
-    answer_outputs(entry, spec.task, count)
+    if spec.score_label:  # the template's answer: one label's probability, SCORE [1] and CHUNK_SCORES [-1]
+        doc = f"{spec.name}: the probability of {spec.score_label} for a text, and for each chunk it was split into"
+        set_parameter(entry, DOOR_DESCRIPTION, doc + " (a list for `texts`).")
+    else:
+        answer_outputs(entry, spec.task, count)
     step = entry.ensemble_scheduling.step[0]
     step.model_name = model["texts"]
     step.output_map.clear()
@@ -145,7 +185,8 @@ def text_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]
         step.output_map[tensor.name] = tensor.name
     texts = template("texts", model["texts"])
     set_parameter(texts, "parameters_from", model["entry"])
-    answer_outputs(texts, spec.task, count)
+    if not spec.score_label:
+        answer_outputs(texts, spec.task, count)
     classifier = template("classifier", model["classifier"])
     classifier.output[0].name = meta["outputs"][0]
     classifier.output[0].dims[:] = [count]
@@ -185,6 +226,7 @@ def check_text(spec: ModelSpec) -> str:
     label_names = labels(spec, meta)
     if label_names:
         answer = f"logits differ by at most {meta['max_abs_diff']:.3g} (atol {meta['atol']:g}); labels {', '.join(label_names)}"
+        answer += f", answering the probability of {spec.score_label}" if spec.score_label else ""
     else:
         normalized = "L2-normalised" if meta["normalize"] else "not normalised"
         answer = (

@@ -14,7 +14,7 @@ from __future__ import annotations
 from kit.control.exports import export_dir
 from kit.control.specs import ModelSpec
 from kit.control.tasks import task_of
-from kit.control.text_task import ANSWERS, names
+from kit.control.text_task import answer_names, names
 from perf.workloads.radar import Radar
 
 
@@ -26,7 +26,7 @@ class TextModelWorkload(Radar):
     def __init__(self, spec: ModelSpec):
         model = names(spec)
         self.spec = spec
-        self.answers = ANSWERS[spec.task]
+        self.answers = answer_names(spec)
         self.name = self.title = self.artifacts = spec.name
         self.entry, self.texts, self.workers = model["entry"], model["texts"], model["classifier"]
         self.models = (self.entry, self.texts, self.workers)

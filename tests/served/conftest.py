@@ -29,6 +29,8 @@ UNBATCHED = {"centred": onnx_graphs.mixing_rows}
 # Text classifiers a user brings as Hugging Face checkpoints (tests.checkpoints, made in the export venv), each added by
 # `kit add` alone: a BERT chunked at its token limit, a DistilBERT by 120 characters. Name -> checkpoint, arguments.
 TEXT_CLASSIFIERS = {"topics": ("bert", []), "mood": ("distilbert", ["--max-chars", "120"])}
+# A detector's single probability, as RADAR answers: the BERT's `science` label alone (`--score-label`).
+TEXT_SCORERS = {"science_score": ("bert", ["--score-label", "science"])}
 # Text encoders, added the same way (`--task feature-extraction`): a BERT whose sentence-transformers files say mean
 # pooling and normalisation, chunked at its token limit, and an MPNet pooled by its first token, unnormalised, by 200
 # characters. Name -> checkpoint, arguments, and the pooling and normalisation the served embeddings must have.
@@ -67,7 +69,7 @@ def brought_models(tmp_path_factory, checkpoints) -> dict[str, ModelSpec]:
         unbatched = ["--max-batch-size", "0"] if name in UNBATCHED else []
         args = ["add", name, "--task", "onnx", "--from", str(graph), "--models", str(root / "models"), *unbatched]
         assert kit_main(args) == 0
-    for name, (checkpoint, options) in TEXT_CLASSIFIERS.items():
+    for name, (checkpoint, options) in (TEXT_CLASSIFIERS | TEXT_SCORERS).items():
         args = ["add", name, "--task", "text-classification", "--from", str(checkpoints / checkpoint), *options]
         assert kit_main([*args, "--models", str(root / "models")]) == 0
     for name, (checkpoint, options, _, _) in TEXT_ENCODERS.items():

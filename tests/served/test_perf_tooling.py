@@ -308,12 +308,14 @@ def test_a_model_from_a_spec_is_benchmarked_against_the_hand_rolled_designs_by_n
     assert "FastAPI + asyncio batcher" in report and "## The limit" in report
 
 
-def test_a_text_classifier_from_a_spec_is_benchmarked_as_radar_is_by_name(tmp_path, brought_models):
+@pytest.mark.parametrize("model, compared", [("topics", "SCORES and CHUNK_SCORES"), ("science_score", "SCORE and CHUNK_SCORES")])
+def test_a_text_classifier_from_a_spec_is_benchmarked_as_radar_is_by_name(tmp_path, brought_models, model, compared):
     """`python -m perf sweep --model NAME` on a text-classification spec: RADAR's workload on its three models and its
-    export, every design running the same chunks and graph, every label's served probabilities checked."""
-    results = sweep_spec_model(tmp_path, brought_models["topics"], {"chunks": 32, "batch_sizes": [8]}, "chunks")
-    assert results["accuracy"]["compared"] == "SCORES and CHUNK_SCORES" and results["accuracy"]["max_abs_diff"] <= 1e-4
-    assert "topics_classifier" in (tmp_path / "REPORT.md").read_text()
+    export, every design running the same chunks and graph, every label's served probabilities checked (one label's,
+    where the spec names a `score_label`)."""
+    results = sweep_spec_model(tmp_path, brought_models[model], {"chunks": 32, "batch_sizes": [8]}, "chunks")
+    assert results["accuracy"]["compared"] == compared and results["accuracy"]["max_abs_diff"] <= 1e-4
+    assert f"{model}_classifier" in (tmp_path / "REPORT.md").read_text()
 
 
 def test_an_image_classifier_from_a_spec_is_benchmarked_against_the_hand_rolled_designs_by_name(tmp_path, brought_models):

@@ -18,7 +18,7 @@ from kit.control.exports import export_python
 from kit.control.repository import resolved
 from kit.control.text_task import names
 from samples.texts import MULTILINGUAL, sample_texts
-from tests.served.conftest import TEXT_CLASSIFIERS, TEXT_ENCODERS
+from tests.served.conftest import TEXT_CLASSIFIERS, TEXT_ENCODERS, TEXT_SCORERS
 from tests.served.doors import assert_problem, call
 from tests.served.text_specs import ask, assert_empty_text_fails_alone, assert_texts_share_executions
 
@@ -145,3 +145,28 @@ def test_a_text_model_is_placed_in_every_profile_as_radar_is(profile, brought_mo
         policy = configs[own["classifier"]].dynamic_batching.default_queue_policy
         assert policy == configs["radar_classifier"].dynamic_batching.default_queue_policy
         assert (policy.max_queue_size > 0) == (profile == "cpu")
+
+
+@pytest.mark.parametrize("model", sorted(TEXT_SCORERS))
+def test_a_scorer_answers_one_labels_probability_as_radar_does(model, server, door, brought_models, checkpoints):
+    """`score_label`: the entry answers SCORE and CHUNK_SCORES, that label's column of what PyTorch computes, and the
+    door's route answers {score, chunks}, a text of a batched request as it is alone."""
+    checkpoint, (_, label) = checkpoints / TEXT_SCORERS[model][0], TEXT_SCORERS[model][1]
+    labels = json.loads((checkpoint / "config.json").read_text())["id2label"]
+    column = [labels[str(i)] for i in range(len(labels))].index(label)
+    wanted = pytorch(checkpoint, TEXTS, brought_models[model].max_chars)
+    route = brought_models[model].door_route
+    together = call(door, "POST", route, json={"texts": TEXTS})
+    assert together.status == 200, together.data[:500]
+    for text, answer, want in zip(TEXTS, together.json(), wanted):
+        got = ask(server.options.grpc_url, model, text, ("SCORE", "CHUNK_SCORES", "CHUNK_SPANS"))
+        np.testing.assert_allclose(got["SCORE"], [want["scores"][column]], atol=ATOL, err_msg=text[:40])
+        np.testing.assert_allclose(got["CHUNK_SCORES"], np.array(want["chunk_scores"])[:, column], atol=ATOL)
+        np.testing.assert_array_equal(got["CHUNK_SPANS"], np.array(want["spans"]).reshape(-1, 2))
+        assert call(door, "POST", route, json={"text": text}).json() == answer
+        assert answer["score"] == pytest.approx(float(got["SCORE"][0]), abs=1e-6)
+        assert [[c["start"], c["end"]] for c in answer["chunks"]] == want["spans"]
+    operation = call(door, "GET", "/openapi.json").json()["paths"][route]["post"]
+    assert label in operation["description"]
+    schema = operation["responses"]["200"]["content"]["application/json"]["schema"]
+    assert schema["anyOf"][0]["$ref"].endswith("/ScienceScoreResult")
