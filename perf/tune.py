@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 from kit.adapters.artifacts import text_pipeline
-from kit.control.configs import REPO_ROOT, SOURCE, load_source_config
+from kit.control.configs import REPO_ROOT, SOURCE
+from kit.control.tasks import canonical_config
 from perf.engine.perf_analyzer import Load, warm_up
 from perf.engine.point import measure
 from perf.engine.spec import load_spec
@@ -31,7 +32,7 @@ from perf.workloads.radar import RADAR, radar_inputs
 
 def batch_cap(cap: int) -> dict:
     """The classifier capped at `cap` rows, with the source's preferred sizes that fit."""
-    preferred = load_source_config("radar_classifier").dynamic_batching.preferred_batch_size
+    preferred = canonical_config("radar_classifier").dynamic_batching.preferred_batch_size
     return {"radar_classifier": {"max_batch_size": cap, "preferred_batch_size": [b for b in preferred if b <= cap]}}
 
 

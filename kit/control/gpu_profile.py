@@ -36,8 +36,9 @@ import sys
 from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from kit.control.configs import RepositoryError, copy_config, load_source_config
+from kit.control.configs import RepositoryError, copy_config
 from kit.control.profiles import COMMON, apply_common, check_keys, load_profile
+from kit.control.tasks import canonical_config
 
 # Where the container keeps ONNX Runtime's TensorRT engine cache (a volume in docker-compose.yml).
 TRT_CACHE_ROOT = "/trt-cache"
@@ -174,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         settings = load_profile(args.profile)["models"].get(args.model, {})
-        config = load_source_config(args.model)
+        config = canonical_config(args.model)
         apply_common(config, {k: v for k, v in settings.items() if k in ("max_queue_delay_microseconds", "preferred_batch_size")})
         profiles = shape_profiles(config, settings)
     except (RepositoryError, OSError) as exc:

@@ -20,10 +20,10 @@ import os
 import sys
 from pathlib import Path
 
-from kit.control.configs import REPO_ROOT, SOURCE, RepositoryError, source_models
+from kit.control.configs import REPO_ROOT, SOURCE, RepositoryError
 from kit.control.exports import export, export_dir, exported
 from kit.control.specs import HUB_ID, MODELS, NAME, POOLINGS, check_routes, read_spec, read_specs, spec_text
-from kit.control.tasks import TASKS, servable_specs, task_of
+from kit.control.tasks import TASKS, canonical_models, servable_specs, task_of
 
 
 def source_text(source: Path, folder: Path) -> str:
@@ -41,7 +41,7 @@ def add(name: str, task: str, source: Path, folder: Path, settings: dict, replac
     """Checks the model and writes its spec; returns the spec's path. RepositoryError says what does not fit."""
     if not NAME.match(name):
         raise RepositoryError(f"the name {name!r} must be lower-case letters, digits and _, starting with a letter")
-    if name in source_models(SOURCE):
+    if name in canonical_models(SOURCE):
         raise RepositoryError(f"{name!r} is a model the kit ships; choose another name")
     path = folder / f"{name}.toml"
     if path.exists() and not replace:

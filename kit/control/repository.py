@@ -1,7 +1,8 @@
 """Build a runnable Triton model repository from the committed sources and a deployment profile.
 
-`model_repository/<model>/config.pbtxt` is the one source of truth for every model (its canonical,
-GPU-native form). A profile (`model_repository/profiles/<name>.json`) only changes placement,
+`model_repository/<model>/config.pbtxt`, or the shipped spec that brings the model (`model_repository/*.toml`,
+made into configs by its task, kit.control.tasks, as a user's spec in models/ is), is the one source of truth for
+every model (its canonical, GPU-native form). A profile (`model_repository/profiles/<name>.json`) only changes placement,
 backend and batching, through its target's applier (kit.control.cpu_profile, gpu_profile,
 gpu_embedded_profile). The builder then adds the parameters computed from other configs and the
 exports (kit.control.derived) and checks every Python-backend model's parameters against its typed
@@ -37,8 +38,8 @@ from kit.control.derived import check_queue_bounds, derived_parameters
 from kit.control.gpu_embedded_profile import apply_gpu_embedded_profile
 from kit.control.gpu_profile import apply_gpu_profile
 from kit.control.profiles import apply_ensemble, load_profile
-from kit.control.specs import DOOR_ANSWER, DOOR_ANSWERS, DOOR_SCHEMA, MODELS, TENSORS, ModelSpec, read_specs
-from kit.control.tasks import spec_models, task_of
+from kit.control.specs import DOOR_ANSWER, DOOR_ANSWERS, DOOR_SCHEMA, MODELS, TENSORS, ModelSpec, check_routes, read_specs
+from kit.control.tasks import shipped_specs, spec_models, task_of
 from kit.runners.simulated import Curve, SimulationError
 
 ADAPTERS = Path(__file__).resolve().parents[1] / "adapters"
@@ -77,7 +78,11 @@ def profile_configs(
     if apply is None:
         raise RepositoryError(f"profile {profile!r} has no applier for {target!r} (known: {', '.join(APPLIERS)})")
     models = source_models(source)
-    brought = spec_models(read_specs() if specs is None else dict(specs), models)
+    shipped, users = shipped_specs(source), read_specs() if specs is None else dict(specs)
+    for name in sorted(set(shipped) & set(users)):
+        raise RepositoryError(f"{users[name].path}: {name!r} is a model the kit ships; name the spec otherwise")
+    check_routes(shipped | users)
+    brought = spec_models(shipped | users, models)
     unknown = set(spec["models"]) - set(models) - set(brought)
     if unknown:
         raise RepositoryError(f"profile {profile!r} names unknown models: {sorted(unknown)}")
@@ -180,6 +185,19 @@ def check_door(model: str, config: mc.ModelConfig) -> None:
         raise RepositoryError(f"{model}: {DOOR_SCHEMA} is not JSON ({exc})") from None
 
 
+def check_shipped_sources(specs: Mapping[str, ModelSpec], manifest: dict) -> None:
+    """A shipped spec's `source` is its export's folder in the artifacts folder: where artifacts.json takes the files of
+    each of its models from."""
+    for spec in specs.values():
+        for model in task_of(spec).models(spec):
+            listed = manifest["models"].get(model, {})
+            paths = [*listed.get("files", []), *listed.get("optional", [])]
+            elsewhere = [path for path in paths if not path.startswith(f"{spec.source}/")]
+            if elsewhere or not paths:
+                found = f"takes {model}'s files from {elsewhere}" if elsewhere else f"lists no file of {model}"
+                raise spec.error("source", f"is {spec.source!r}, but artifacts.json {found}", "name the export's folder")
+
+
 def resolved(
     profile: str,
     artifacts: Path = ARTIFACTS,
@@ -194,6 +212,7 @@ def resolved(
     configs = profile_configs(profile, source, spec, brought)
     chosen = list(configs) if models is None else list(models)
     manifest = json.loads((source / "artifacts.json").read_text())
+    check_shipped_sources(shipped_specs(source), manifest)
     brought_files = {model: files for s in brought.values() for model, files in task_of(s).files(s).items()}
     files = {
         model: (brought_files[model] if model in brought_files else artifact_files(model, artifacts, manifest))

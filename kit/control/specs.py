@@ -76,9 +76,14 @@ class ModelSpec:
     bucket_count: int = 5  # text tasks: padded lengths chosen from the export's measured chunk lengths
     labels: tuple[str, ...] = ()  # text- and image-classification: names for the checkpoint's labels, in its order
     score_label: str = ""  # text-classification: answer this label's probability alone (a detector's score)
+    canary: bool = False  # with score_label: the door runs the export's golden set through the model (one per door)
+    description: str = ""  # the door's description of the model's route in the OpenAPI document
     pooling: str = ""  # feature-extraction: mean or cls; unset, as the checkpoint's sentence-transformers files say, else mean
     normalize: bool | None = None  # feature-extraction: L2-normalise embeddings; unset, as those files say, else not
     given: frozenset[str] = frozenset()  # the keys the file sets (a task may keep its own default for the others)
+    # A spec the kit ships (model_repository/*.toml): its export is `make export`'s, in the artifacts folder the
+    # build is given, whose files artifacts.json lists; its `source` names that export's folder there.
+    shipped: bool = False
 
     @property
     def source_path(self) -> Path:
@@ -98,11 +103,11 @@ class ModelSpec:
         return spec_error(self.path, key, problem, fix)
 
 
-KEYS = {f.name: f for f in fields(ModelSpec) if f.name not in ("name", "path", "given")}
+KEYS = {f.name: f for f in fields(ModelSpec) if f.name not in ("name", "path", "given", "shipped")}
 REQUIRED = ("task", "source")
 # Keys only some tasks read: a spec of another task that sets one is refused rather than silently ignored.
 TASK_KEYS = {
-    "text-classification": frozenset({"max_chars", "bucket_count", "labels", "score_label"}),
+    "text-classification": frozenset({"max_chars", "bucket_count", "labels", "score_label", "canary"}),
     "feature-extraction": frozenset({"max_chars", "bucket_count", "pooling", "normalize"}),
     "image-classification": frozenset({"labels"}),
 }
@@ -120,6 +125,7 @@ TYPES = {
     "tuple[int, ...]": ((list,), "a list of whole numbers"),
     "tuple[str, ...]": ((list,), "a list of strings"),
     "bool | None": ((bool,), "true or false"),
+    "bool": ((bool,), "true or false"),
 }
 
 
@@ -128,7 +134,7 @@ def typed(path: Path, key: str, value: object) -> object:
     kind = KEYS[key].type
     accepted, words = TYPES[kind]
     items = value if isinstance(value, list) else [value]
-    wrong = isinstance(value, bool) != (kind == "bool | None") or not isinstance(value, accepted)
+    wrong = isinstance(value, bool) != kind.startswith("bool") or not isinstance(value, accepted)
     item_type = str if kind == "tuple[str, ...]" else int
     if wrong or kind.startswith("tuple") and not all(isinstance(v, item_type) and not isinstance(v, bool) for v in items):
         raise spec_error(path, key, f"is {json.dumps(value)}", f"it takes {words}")
@@ -137,7 +143,7 @@ def typed(path: Path, key: str, value: object) -> object:
     return float(value) if kind == "float" else value
 
 
-def read_spec(path: Path, text: str | None = None) -> ModelSpec:
+def read_spec(path: Path, text: str | None = None, shipped: bool = False) -> ModelSpec:
     """The spec in `path` (or `text`, the spec `path` is about to hold), checked; SpecError when it does not fit."""
     name = path.stem
     if not NAME.match(name):
@@ -153,7 +159,7 @@ def read_spec(path: Path, text: str | None = None) -> ModelSpec:
         if key not in raw:
             raise spec_error(path, key, "is missing", f"every spec names its {key} (docs/MODELS.md)")
     typed_keys = {key: typed(path, key, value) for key, value in raw.items()}
-    spec = ModelSpec(name=name, path=path, given=frozenset(raw), **typed_keys)
+    spec = ModelSpec(name=name, path=path, given=frozenset(raw), shipped=shipped, **typed_keys)
     for key in sorted(set(raw) - set(REQUIRED)):
         tasks = [task for task, keys in TASK_KEYS.items() if key in keys]
         if tasks and spec.task not in tasks:
@@ -163,7 +169,9 @@ def read_spec(path: Path, text: str | None = None) -> ModelSpec:
 
 
 def check_values(spec: ModelSpec) -> None:
-    if spec.task in CHECKPOINT_TASKS:
+    if spec.shipped:
+        pass  # its export is `make export`'s: the build checks its folder against artifacts.json's files
+    elif spec.task in CHECKPOINT_TASKS:
         if not spec.hub_id and not (spec.source_path / "config.json").is_file():
             raise spec.error(
                 "source", f"names {spec.source_path}, which is not a checkpoint folder", "point it at a folder with config.json"
@@ -189,15 +197,19 @@ def check_values(spec: ModelSpec) -> None:
         raise spec.error("max_chars", "is negative", "0 chunks by the model's token limit, N by N characters")
     if spec.bucket_count < 1:
         raise spec.error("bucket_count", f"is {spec.bucket_count}", "a model pads its chunks to at least one length")
+    if spec.canary and not spec.score_label:
+        raise spec.error("canary", "is true without a score_label", "the golden set is one label's probabilities: name it")
     if spec.pooling and spec.pooling not in POOLINGS:
         raise spec.error("pooling", f"is {spec.pooling!r}", f"it is one of {', '.join(POOLINGS)}")
     if not ROUTE.match(spec.door_route):
         raise spec.error("route", f"is {spec.door_route!r}", "the door's paths look like /v1/my-model")
 
 
-def read_specs(folder: Path = MODELS) -> dict[str, ModelSpec]:
-    """Every spec in `folder` by model name (none when there is no such folder)."""
-    specs = {spec.name: spec for spec in (read_spec(p) for p in sorted(folder.glob("*.toml")))} if folder.is_dir() else {}
+def read_specs(folder: Path = MODELS, shipped: bool = False) -> dict[str, ModelSpec]:
+    """Every spec in `folder` by model name (none when there is no such folder); `shipped`: the kit's own, in a model
+    repository's sources."""
+    paths = sorted(folder.glob("*.toml")) if folder.is_dir() else []
+    specs = {spec.name: spec for spec in (read_spec(p, shipped=shipped) for p in paths)}
     check_routes(specs)
     return specs
 

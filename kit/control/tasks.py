@@ -4,18 +4,18 @@ runs before it writes the spec."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from kit.control.configs import RepositoryError
+from kit.control.configs import SOURCE, RepositoryError, copy_config, load_source_config, set_parameter, source_models
 from kit.control.exports import Exporter
 from kit.control.image_task import EXPORTER, check_image, image_configs, image_files
 from kit.control.onnx_task import check_graph, graph_files, onnx_config
 from kit.control.pipeline_task import check_pipeline, pipeline_configs, pipeline_files
-from kit.control.specs import ModelSpec, SpecError, check_routes, read_spec
+from kit.control.specs import DOOR_DESCRIPTION, ModelSpec, SpecError, check_routes, read_spec, read_specs
 from kit.control.text_task import EXPORTERS, check_text, text_configs, text_files
 
 # What a generated model takes of its template's placement in a profile: where and how it runs (instances, threads,
@@ -104,14 +104,45 @@ def spec_models(specs: dict[str, ModelSpec], shipped: list[str]) -> dict[str, tu
     """Every model the specs bring, by name, with its spec; a name a shipped model or another spec has is refused."""
     models: dict[str, tuple[ModelSpec, Generated]] = {}
     for spec in specs.values():
-        for name, generated in task_of(spec).models(spec).items():
-            if name in shipped:
+        for name, generated in described(spec, task_of(spec).models(spec)).items():
+            other = models.get(name, (None,))[0]
+            if name in shipped or (other is not None and other.shipped):
                 raise RepositoryError(f"{spec.path}: {name!r} is a model the kit ships; name the spec otherwise")
-            if name in models:
-                other = models[name][0].path
-                raise RepositoryError(f"{spec.path}: its model {name!r} is also {other}'s; name one of them otherwise")
+            if other is not None:
+                raise RepositoryError(f"{spec.path}: its model {name!r} is also {other.path}'s; name one of them otherwise")
             models[name] = (spec, generated)
     return models
+
+
+def described(spec: ModelSpec, models: dict[str, Generated]) -> dict[str, Generated]:
+    """The spec's models, its entry carrying the spec's description of its route, where it gives one."""
+    if not spec.description:
+        return models
+    entry = copy_config(models[spec.name].config)
+    set_parameter(entry, DOOR_DESCRIPTION, spec.description)
+    return models | {spec.name: replace(models[spec.name], config=entry)}
+
+
+def shipped_specs(source: Path) -> dict[str, ModelSpec]:
+    """The specs the kit ships among a model repository's sources (model_repository/*.toml)."""
+    return read_specs(source, shipped=True)
+
+
+def canonical_models(source: Path = SOURCE) -> list[str]:
+    """Every shipped model: those with a committed config, and those a shipped spec brings."""
+    brought = [name for spec in shipped_specs(source).values() for name in task_of(spec).models(spec)]
+    return sorted(source_models(source) + brought)
+
+
+def canonical_config(model: str, source: Path = SOURCE) -> mc.ModelConfig:
+    """A shipped model's canonical config, before any profile: its committed one, or the one its spec brings."""
+    if model in source_models(source):
+        return load_source_config(model, source)
+    for spec in shipped_specs(source).values():
+        generated = described(spec, task_of(spec).models(spec))
+        if model in generated:
+            return copy_config(generated[model].config)
+    raise RepositoryError(f"{model!r} is not a model of {source}: no {model}/config.pbtxt and no spec brings it")
 
 
 def servable_specs(folder: Path) -> tuple[dict[str, ModelSpec], list[str]]:
@@ -128,3 +159,15 @@ def servable_specs(folder: Path) -> tuple[dict[str, ModelSpec], list[str]]:
         specs[spec.name] = spec
     check_routes(specs)
     return specs, refused
+
+
+def link_sources(models: Iterable[str], target: Path, source: Path = SOURCE) -> None:
+    """Links into `target` the sources of `models`, for a build of those alone: each one's committed folder, and each
+    shipped spec that brings any of them."""
+    wanted = set(models)
+    for name in sorted(wanted):
+        if (source / name).is_dir():
+            (target / name).symlink_to(source / name)
+    for spec in shipped_specs(source).values():
+        if wanted & set(task_of(spec).models(spec)):
+            (target / spec.path.name).symlink_to(spec.path)

@@ -25,11 +25,14 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2 as mc
 
 from kit.control import exports
-from kit.control.configs import SOURCE, copy_config, load_source_config, set_parameter
+from kit.control.configs import parse_config, set_parameter
 from kit.control.exports import Exporter, export_dir
 from kit.control.specs import DOOR_ANSWER, DOOR_DESCRIPTION, DOOR_ROUTE, ModelSpec
 
-TEMPLATES = {"entry": "radar", "texts": "radar_texts", "classifier": "radar_classifier"}
+TEMPLATES = Path(__file__).resolve().parent / "templates" / "text"  # entry.pbtxt, texts.pbtxt, classifier.pbtxt
+# The shipped models whose placement in each profile a text spec's models take: RADAR's, the kit's text model that
+# the profiles were tuned for.
+PLACED_LIKE = {"entry": "radar", "texts": "radar_texts", "classifier": "radar_classifier"}
 CLASSIFIER_KEYS = ("max_batch_size", "preferred_batch_size", "max_queue_delay_microseconds", "instances")
 CLASSIFIER_FILES = ("model.onnx", "model.onnx.data", "model.cpu.onnx", "model.fused.onnx", "model.fused.onnx.data", "checkpoint")
 TEXT_FILES = ("tokenizer.json", "export.json", "token_lengths.json")
@@ -83,7 +86,7 @@ def checkpoint_config(spec: ModelSpec) -> dict:
 
 def check_label_count(spec: ModelSpec) -> None:
     """The spec's `labels` against the checkpoint's config, before any export: a count that disagrees stops here."""
-    if not spec.labels or spec.hub_id or spec.task != CLASSIFICATION:
+    if not spec.labels or spec.hub_id or spec.shipped or spec.task != CLASSIFICATION:
         return
     config = checkpoint_config(spec)
     require_label_count(spec, len(config.get("id2label") or {}) or int(config.get("num_labels", 2)))
@@ -146,23 +149,28 @@ def answer_outputs(config: mc.ModelConfig, task: str, count: int) -> None:
 
 
 def template(kind: str, name: str) -> mc.ModelConfig:
-    config = copy_config(load_source_config(TEMPLATES[kind], SOURCE))
+    config = parse_config((TEMPLATES / f"{kind}.pbtxt").read_text())
     config.name = name
     return config
+
+
+def shipped_meta(spec: ModelSpec) -> dict:
+    """What the configs of a shipped spec take from its export, from the spec itself: a shipped model builds before
+    `make export` writes its export (its labels name the classifier's columns; its graph answers logits)."""
+    if spec.task != CLASSIFICATION or not spec.labels:
+        raise spec.error("labels", "is missing from a shipped spec", "a shipped text classifier names its labels in order")
+    return {"num_labels": len(spec.labels), "id2label": dict(enumerate(spec.labels)), "outputs": ["logits"]}
 
 
 def text_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]:
     """Each model's canonical config, the shipped model whose profile placement it takes, and the profile settings
     the spec itself gives it (which the template's placement leaves alone)."""
     check_label_count(spec)
-    meta = export(spec)
+    meta = shipped_meta(spec) if spec.shipped else export(spec)
     label_names = labels(spec, meta)
     model = names(spec)
     count = width(meta)
     entry = template("entry", model["entry"])
-    # The golden set and the route's description are RADAR's; a spec's model is checked by its export.
-    for key in ("canary_from", DOOR_DESCRIPTION):
-        del entry.parameters[key]
     for key, value in {
         "classifier": model["classifier"],
         "max_chars": spec.max_chars,
@@ -171,12 +179,14 @@ def text_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]
         DOOR_ANSWER: door_answer(spec),
     }.items():
         set_parameter(entry, key, value)
-    if label_names:
-        set_parameter(entry, "labels", json.dumps(label_names, ensure_ascii=False))
+    if spec.canary:  # the golden set the export computed for the score label, which the door's canary runs
+        set_parameter(entry, "canary_from", "export.json")
     if spec.score_label:  # the template's answer: one label's probability, SCORE [1] and CHUNK_SCORES [-1]
         doc = f"{spec.name}: the probability of {spec.score_label} for a text, and for each chunk it was split into"
         set_parameter(entry, DOOR_DESCRIPTION, doc + " (a list for `texts`).")
     else:
+        if label_names:
+            set_parameter(entry, "labels", json.dumps(label_names, ensure_ascii=False))
         answer_outputs(entry, spec.task, count)
     step = entry.ensemble_scheduling.step[0]
     step.model_name = model["texts"]
@@ -203,10 +213,11 @@ def text_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]
         texts.dynamic_batching.default_queue_policy.default_timeout_microseconds = timeout
         classifier.dynamic_batching.default_queue_policy.default_timeout_microseconds = timeout
     entry_own = {"parameters": {"bucket_count": str(spec.bucket_count)}} if "bucket_count" in spec.given else {}
+    like = dict.fromkeys(PLACED_LIKE, "") if spec.shipped else PLACED_LIKE  # a shipped model has its own placements
     return {
-        model["entry"]: (entry, TEMPLATES["entry"], entry_own),
-        model["texts"]: (texts, TEMPLATES["texts"], {}),
-        model["classifier"]: (classifier, TEMPLATES["classifier"], own),
+        model["entry"]: (entry, like["entry"], entry_own),
+        model["texts"]: (texts, like["texts"], {}),
+        model["classifier"]: (classifier, like["classifier"], own),
     }
 
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from kit.adapters.ocr import ocr_pipeline
 from kit.adapters.settings import OcrModelSettings
-from kit.control.configs import load_source_config, parameters
+from kit.control.configs import parameters
+from kit.control.tasks import canonical_config
 from kit.pipelines.encoded_images import decode_image
 from kit.pipelines.ocr.pipeline import OcrResult
 from kit.runners.onnx import OcrEngines
@@ -28,7 +29,7 @@ from kit.runners.onnx import OcrEngines
 
 class OcrModel:
     def __init__(self, model_dir: Path, threads: int):
-        self.settings = OcrModelSettings.from_parameters(parameters(load_source_config("ocr")))
+        self.settings = OcrModelSettings.from_parameters(parameters(canonical_config("ocr")))
         self.pipeline = ocr_pipeline(model_dir / "rec" / "characters.txt", self.settings)
         self.engines = OcrEngines(model_dir, threads)
 

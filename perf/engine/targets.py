@@ -32,7 +32,7 @@ from kit.control.profiles import load_profile
 from kit.control.repository import build, resolved
 from kit.control.runtime import ServerOptions, TritonServer, answers_ok, free_port
 from kit.control.serve import Door
-from kit.control.tasks import task_of
+from kit.control.tasks import link_sources, task_of
 from kit.runners.simulated import COUNTERS_ENV, busy_seconds
 from perf.engine.inputs import InputSet
 from perf.engine.workload import Baseline, Workload
@@ -72,9 +72,9 @@ def model_source(workdir: Path, models: tuple[str, ...]) -> Path:
     if source.exists():
         shutil.rmtree(source)  # links only
     source.mkdir(parents=True)
-    for name in (*models, "profiles", "artifacts.json", "devices"):
-        if (SOURCE / name).exists():  # a model from a spec has no source folder
-            (source / name).symlink_to(SOURCE / name)
+    for name in ("profiles", "artifacts.json", "devices"):
+        (source / name).symlink_to(SOURCE / name)
+    link_sources(models, source)  # a model from a user's spec has no source: the workload passes its spec
     return source
 
 

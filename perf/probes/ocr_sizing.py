@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from kit.adapters.settings import OcrModelSettings
-from kit.control.configs import load_source_config, parameters
+from kit.control.configs import parameters
+from kit.control.tasks import canonical_config
 from kit.pipelines.encoded_images import decode_image
 from kit.pipelines.ocr.health_code import find_qr, read_health_code
 from kit.pipelines.ocr.pipeline import OcrPipeline
@@ -108,7 +109,7 @@ def measure_policy(pipeline: OcrPipeline, engines: OcrEngines, pages: list[Rende
 
 
 def measure(artifacts: Path, per_kind: int, seed: int, policies: dict[str, dict]) -> dict:
-    settings = OcrModelSettings.from_parameters(parameters(load_source_config("ocr"))).pipeline
+    settings = OcrModelSettings.from_parameters(parameters(canonical_config("ocr"))).pipeline
     adopted = {k: getattr(settings, k) for k in ("det_sizing", "det_max_side", "det_text_height", "crop_pad")}
     print(f"rendering {per_kind} page(s) of each kind (seed {seed}) in headless chromium", flush=True)
     pages = corpus(per_kind, seed)

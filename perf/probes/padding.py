@@ -28,7 +28,8 @@ from tokenizers import Tokenizer
 
 from kit.adapters.artifacts import text_pipeline
 from kit.adapters.settings import OcrModelSettings
-from kit.control.configs import load_source_config, parameters
+from kit.control.configs import parameters
+from kit.control.tasks import canonical_config
 from kit.pipelines.batching.buckets import choose_buckets, padding_waste
 from kit.pipelines.encoded_images import decode_image
 from kit.pipelines.ocr.detect import bucket_shape
@@ -95,7 +96,7 @@ def ocr(args: argparse.Namespace) -> dict:
     else:
         images = mixed_images(args.images, args.seed, document_widths=(640, 800, 960, 1200, 1600))
     engines = OcrEngines(args.artifacts)
-    settings = OcrModelSettings.from_parameters(parameters(load_source_config("ocr"))).pipeline
+    settings = OcrModelSettings.from_parameters(parameters(canonical_config("ocr"))).pipeline
     pipeline = OcrPipeline([], settings)
     rec_buckets, det_buckets = settings.rec_buckets, settings.det_buckets
     per_image, det_shapes = [], []

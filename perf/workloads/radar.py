@@ -21,8 +21,9 @@ import tritonclient.grpc as grpcclient
 
 from kit.adapters.artifacts import text_pipeline
 from kit.adapters.settings import TextSettings
-from kit.control.configs import SOURCE, load_source_config, parameters
+from kit.control.configs import SOURCE, parameters
 from kit.control.profiles import load_profile
+from kit.control.tasks import canonical_config
 from kit.pipelines.text.pipeline import TextPipeline
 from perf.engine.inputs import InputSet, bytes_tensor, input_set
 from perf.engine.load import tensor
@@ -116,7 +117,7 @@ class Radar(Workload):
 
     def canonical(self, model: str):
         """A model's config before any profile: the committed source's."""
-        return load_source_config(model)
+        return canonical_config(model)
 
     def label(self, models: dict) -> str:
         """Classifier instances x threads, queue delay, batch cap, bucket count, entry instances x texts per execution

@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 import tritonclient.grpc as grpcclient
 
-from kit.control.configs import SOURCE, load_source_config, parameters
+from kit.control.configs import SOURCE, parameters
+from kit.control.tasks import canonical_config
 from kit.runners.onnx import make_session
 from kit.runners.simulated import SimulatedModel
 from perf.engine.inputs import InputSet
@@ -100,7 +101,7 @@ class Resnet(Workload):
         resnet = models["resnet50"]
         if resnet.get("ragged_batch") is False:
             return "triton"
-        return resnet.get("parameters", {}).get("merge_policy") or parameters(load_source_config("resnet50"))["merge_policy"]
+        return resnet.get("parameters", {}).get("merge_policy") or parameters(canonical_config("resnet50"))["merge_policy"]
 
     def setup(self, spec: dict, model_dir: Path, work: Path) -> dict[str, InputSet]:
         """The image tensors, and the door's JSON of each; no limit (the variants are compared with each other)."""

@@ -19,6 +19,7 @@ from clients.triton import is_retryable
 from kit.control.configs import SOURCE, parse_config, render_config
 from kit.control.repository import build
 from kit.control.runtime import ServerOptions, TritonServer
+from kit.control.tasks import link_sources
 from tests.conftest import ARTIFACTS, REPO_ROOT
 
 RADAR_MODELS = ("radar", "radar_texts", "radar_classifier")
@@ -44,8 +45,7 @@ def source_with(models: tuple[str, ...], root: Path) -> Path:
     server loads only what it exercises."""
     (root / "profiles").mkdir(parents=True)
     (root / "devices").symlink_to(SOURCE / "devices")  # the simulated device's tables (the sim-h100 profile)
-    for model in models:
-        (root / model).symlink_to(SOURCE / model)
+    link_sources(models, root)
     shutil.copy(SOURCE / "artifacts.json", root)
     for profile in (SOURCE / "profiles").glob("*.json"):
         spec = json.loads(profile.read_text())

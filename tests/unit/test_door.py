@@ -17,10 +17,11 @@ from door.health import stub_check
 from door.settings import DoorSettings, SettingsError, api_keys
 from door.upstream import Upstream
 from kit.adapters.settings import OcrModelSettings, PixelClassifierSettings, TextSettings
-from kit.control.configs import SOURCE, RepositoryError, copy_config, parameters, set_parameter
+from kit.control.configs import RepositoryError, copy_config, parameters, set_parameter
 from kit.control.repository import check_door, resolved
 from kit.control.serve import door_key
 from kit.control.specs import DOOR_ANSWER, DOOR_ANSWERS, DOOR_ROUTE, DOOR_SCHEMA, TENSORS
+from kit.control.tasks import canonical_models
 
 DOOR = Path(__file__).resolve().parents[2] / "door"
 
@@ -199,7 +200,7 @@ def test_two_golden_sets_are_refused_rather_than_one_left_unchecked(configs):
 
 def test_the_door_names_no_model():
     """Every route comes from a served config; the door's code names none of the shipped models."""
-    shipped = [path.parent.name for path in SOURCE.glob("*/config.pbtxt")]
+    shipped = canonical_models()
     pattern = re.compile("|".join(rf"\b{re.escape(name)}\b" for name in shipped + ["health-code"]), re.IGNORECASE)
     found = [f"{path.name}: {m.group()}" for path in DOOR.glob("*.py") for m in pattern.finditer(path.read_text())]
     assert found == []

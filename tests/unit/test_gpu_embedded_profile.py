@@ -11,10 +11,11 @@ import pytest
 from tritonclient.grpc import model_config_pb2 as mc
 
 from kit.adapters.settings import OnnxRunnerSettings, SettingsError, SimRunnerSettings, TorchRunnerSettings, settings_class
-from kit.control.configs import SOURCE, RepositoryError, load_source_config, parameters, parse_config, render_config
+from kit.control.configs import SOURCE, RepositoryError, parameters, parse_config, render_config
 from kit.control.gpu_embedded_profile import apply_gpu_embedded_profile
 from kit.control.profiles import load_profile
 from kit.control.repository import RUNNERS, build, profile_configs, resolved
+from kit.control.tasks import canonical_config
 from kit.runners.onnx import make_session
 
 PROFILE = load_profile("gpu-embedded")["models"]
@@ -36,9 +37,9 @@ def test_names_tensors_max_batch_and_queue_policy_stay_the_sources(configs):
     """The queue policy too, but where the profile takes it away (radar_classifier, bounded by radar_texts' window)."""
     for model, config in configs.items():
         if config.platform == "ensemble":  # its parameters alone (kit.control.profiles.apply_ensemble)
-            assert config.ensemble_scheduling == load_source_config(model).ensemble_scheduling
+            assert config.ensemble_scheduling == canonical_config(model).ensemble_scheduling
             continue
-        source = load_source_config(model)
+        source = canonical_config(model)
         assert (config.name, config.output, config.max_batch_size) == (source.name, source.output, source.max_batch_size)
         assert [(t.name, t.data_type, list(t.dims)) for t in config.input] == [
             (t.name, t.data_type, list(t.dims)) for t in source.input
@@ -83,7 +84,7 @@ def test_entry_models_stay_on_cpu_with_their_instance_counts(configs):
 
 def test_radar_keeps_the_sources_bucket_count_as_the_gpu_profile_does(configs):
     assert "radar" not in PROFILE and "radar" not in load_profile("gpu")["models"]
-    assert configs["radar"].parameters["bucket_count"] == load_source_config("radar").parameters["bucket_count"]
+    assert configs["radar"].parameters["bucket_count"] == canonical_config("radar").parameters["bucket_count"]
 
 
 def test_every_model_passes_its_typed_settings(radar_artifacts):
@@ -97,7 +98,7 @@ def test_every_model_passes_its_typed_settings(radar_artifacts):
 
 def test_cuda_provider_moves_an_onnx_network_to_the_listed_gpus():
     settings = {"runner": "onnx", "provider": "CUDAExecutionProvider", "gpus": [1, 2], "instances": 2}
-    config = apply_gpu_embedded_profile(load_source_config("ocr_rec"), settings)
+    config = apply_gpu_embedded_profile(canonical_config("ocr_rec"), settings)
     (group,) = config.instance_group
     assert (group.kind, list(group.gpus), group.count) == (mc.ModelInstanceGroup.KIND_GPU, [1, 2], 2)
     assert OnnxRunnerSettings.from_parameters(parameters(config)).provider == "CUDAExecutionProvider"
@@ -120,7 +121,7 @@ def test_cuda_provider_moves_an_onnx_network_to_the_listed_gpus():
 )
 def test_settings_that_cannot_work_are_refused_with_a_reason(model, settings, message):
     with pytest.raises(RepositoryError, match=message):
-        apply_gpu_embedded_profile(load_source_config(model), settings)
+        apply_gpu_embedded_profile(canonical_config(model), settings)
 
 
 @pytest.mark.parametrize(
@@ -179,7 +180,7 @@ def test_built_repository_installs_the_runners_and_links_the_checkpoints(tmp_pat
 
 def test_the_pytorch_runner_on_the_cpu_takes_cpu_instances():
     config = apply_gpu_embedded_profile(
-        load_source_config("resnet50_backbone"), {"runner": "torch", "device": "cpu", "dtype": "fp32", "instances": 2}
+        canonical_config("resnet50_backbone"), {"runner": "torch", "device": "cpu", "dtype": "fp32", "instances": 2}
     )
     assert parameters(config)["device"] == "cpu" and parameters(config)["dtype"] == "fp32"
     assert [(g.kind, list(g.gpus), g.count) for g in config.instance_group] == [(mc.ModelInstanceGroup.KIND_CPU, [], 2)]
@@ -205,7 +206,7 @@ def test_the_simulated_device_runs_on_cpu_instances_with_its_device_table_linked
 )
 def test_a_simulated_device_without_its_table_or_with_another_runners_settings_is_refused(settings, message):
     with pytest.raises(RepositoryError, match=message):
-        apply_gpu_embedded_profile(load_source_config("radar_classifier"), settings)
+        apply_gpu_embedded_profile(canonical_config("radar_classifier"), settings)
 
 
 def test_a_device_table_that_is_not_there_is_named_with_the_ones_that_are(radar_artifacts):
@@ -223,7 +224,7 @@ def test_a_runner_priced_by_a_device_table_gets_it_linked_at_the_runners_precisi
     assert (params["merge_table"], params["merge_curve"], params["merge_precision"]) == ("h100.json", "radar", "fp16")
     assert SimRunnerSettings.from_parameters(params).merge_table == "h100.json"
     assert (tmp_path / "repo" / "radar_classifier" / "1" / "h100.json").samefile(SOURCE / "devices" / "h100.json")
-    onnx = apply_gpu_embedded_profile(load_source_config("ocr_rec"), {"merge": {"table": "h100", "curve": "radar"}})
+    onnx = apply_gpu_embedded_profile(canonical_config("ocr_rec"), {"merge": {"table": "h100", "curve": "radar"}})
     assert parameters(onnx)["merge_precision"] == "fp32"
 
 
@@ -246,5 +247,5 @@ def test_a_merge_price_that_cannot_be_read_is_refused_at_build_naming_it(radar_a
 
 def test_a_null_merge_turns_the_profiles_pricing_off_and_each_length_runs_apart():
     settings = {**PROFILE["radar_classifier"], "merge": None}
-    params = parameters(apply_gpu_embedded_profile(load_source_config("radar_classifier"), settings))
+    params = parameters(apply_gpu_embedded_profile(canonical_config("radar_classifier"), settings))
     assert "merge_table" not in params and not TorchRunnerSettings.from_parameters(params).merge_table

@@ -12,11 +12,12 @@ import pytest
 from tritonclient.grpc import model_config_pb2 as mc
 
 from export.tensorrt import SetupError, parse_profile, parse_shapes
-from kit.control.configs import REPO_ROOT, RepositoryError, load_source_config, parse_config, render_config
+from kit.control.configs import REPO_ROOT, RepositoryError, parse_config, render_config
 from kit.control.gpu_profile import TRT_CACHE_ROOT, apply_gpu_profile, shape_profiles
 from kit.control.gpu_profile import main as gpu_profile_main
 from kit.control.profiles import load_profile
 from kit.control.repository import build, profile_configs
+from kit.control.tasks import canonical_config
 
 GPU_SETTINGS = load_profile("gpu")["models"]
 CPU_SETTINGS = load_profile("cpu")["models"]
@@ -29,7 +30,7 @@ def gpu_configs():
 
 
 def onnx_models():
-    return [m for m, c in profile_configs("cpu").items() if load_source_config(m).backend == "onnxruntime"]
+    return [m for m, c in profile_configs("cpu").items() if canonical_config(m).backend == "onnxruntime"]
 
 
 def test_every_gpu_config_round_trips_through_tritons_schema(gpu_configs):
@@ -41,7 +42,7 @@ def test_gpu_configs_agree_with_cpu_on_names_tensors_max_batch_and_batching(gpu_
     cpu_configs = profile_configs("cpu")
     assert gpu_configs.keys() == cpu_configs.keys()
     for model, gpu in gpu_configs.items():
-        cpu, source = cpu_configs[model], load_source_config(model)
+        cpu, source = cpu_configs[model], canonical_config(model)
         for field in ("name", "output"):
             assert getattr(gpu, field) == getattr(cpu, field), (model, field)
         # A profile may cap the batch (on CPU, small executions keep single-thread instances busy).
@@ -105,7 +106,7 @@ def test_python_models_stay_on_cpu_with_their_profile_instance_counts(gpu_config
 
 
 def test_a_four_gpu_host_gets_the_instances_on_every_gpu():
-    config = apply_gpu_profile(load_source_config("radar_classifier"), {"gpus": [0, 1, 2, 3], "instances": 2})
+    config = apply_gpu_profile(canonical_config("radar_classifier"), {"gpus": [0, 1, 2, 3], "instances": 2})
     (group,) = config.instance_group
     assert (list(group.gpus), group.count) == ([0, 1, 2, 3], 2)
 
@@ -117,7 +118,7 @@ def test_tensorrt_plan_variant_serves_the_engine_with_cuda_graphs_and_one_profil
     )
     graph = {"batch_size": 32, "input": {"input_ids": {"dim": [128]}, "attention_mask": {"dim": [128]}}}
     settings = {"engine": "tensorrt_plan", "shapes": [short, long], "cuda_graphs": [graph], "gpus": [0, 1]}
-    config = apply_gpu_profile(load_source_config("radar_classifier"), settings)
+    config = apply_gpu_profile(canonical_config("radar_classifier"), settings)
     assert (config.platform, config.backend) == ("tensorrt_plan", "tensorrt")
     assert config.default_model_filename == "model.plan"
     assert not config.optimization.execution_accelerators.gpu_execution_accelerator
@@ -142,7 +143,7 @@ def test_tensorrt_plan_variant_serves_the_engine_with_cuda_graphs_and_one_profil
 )
 def test_settings_that_cannot_work_are_refused_with_a_reason(settings, message):
     with pytest.raises(RepositoryError, match=message):
-        apply_gpu_profile(load_source_config("radar_classifier"), settings)
+        apply_gpu_profile(canonical_config("radar_classifier"), settings)
 
 
 def test_built_gpu_repository_has_no_model_py_for_onnx_models(tmp_path, radar_artifacts):
@@ -165,7 +166,7 @@ def test_trt_shapes_command_prints_the_profile_export_tensorrt_builds(capsys):
     words = capsys.readouterr().out.split()
     assert words[0] == "--profile-shapes" and len(words) % 4 == 0
     profiles = [parse_profile(*words[i + 1 : i + 4]) for i in range(0, len(words), 4)]
-    config = load_source_config("radar_classifier")
+    config = canonical_config("radar_classifier")
     assert profiles == shape_profiles(config, GPU_SETTINGS["radar_classifier"])
     assert profiles[0]["input_ids"][2][0] == config.max_batch_size
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from kit.control.configs import load_source_config
+from kit.control.tasks import canonical_config
 from kit.pipelines.ocr.recognize import (
     MIN_REC_WIDTH,
     apply_angles,
@@ -38,7 +38,7 @@ def test_a_crop_runs_at_the_smallest_bucket_that_holds_it(width, expected):
 
 
 def test_configured_buckets_start_at_the_recognisers_minimum_width():
-    params = load_source_config("ocr").parameters
+    params = canonical_config("ocr").parameters
     buckets = [int(b) for b in params["rec_buckets"].string_value.split(",")]
     assert buckets == sorted(buckets) and buckets[0] == MIN_REC_WIDTH and all(b % 32 == 0 for b in buckets)
 

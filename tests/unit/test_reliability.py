@@ -12,18 +12,19 @@ from tritonclient.utils import InferenceServerException
 
 from clients.triton import RetryPolicy, call_with_retry, call_with_retry_async, is_retryable
 from kit.control import reply_buffer
-from kit.control.configs import RepositoryError, load_source_config, parameters, source_models
+from kit.control.configs import RepositoryError, parameters
 from kit.control.healthcheck import dead_stubs
 from kit.control.profiles import load_profile
 from kit.control.repository import profile_configs, resolved
 from kit.control.runtime import ADMIN_APIS, ServerError, Supervisor, restricted_api_args
 from kit.control.serve import ADMIN_KEY_ENV, admin_key
+from kit.control.tasks import canonical_config, canonical_models
 
 
-@pytest.mark.parametrize("model", source_models())
+@pytest.mark.parametrize("model", canonical_models())
 def test_every_batched_model_has_a_bounded_rejecting_queue(model):
     """Applies to every model in model_repository/, including ones added later."""
-    config = load_source_config(model)
+    config = canonical_config(model)
     if config.max_batch_size == 0 and not config.HasField("dynamic_batching"):
         pytest.skip(f"{model} does not batch")
     policy = config.dynamic_batching.default_queue_policy
@@ -34,8 +35,8 @@ def test_every_batched_model_has_a_bounded_rejecting_queue(model):
 
 def test_radar_entry_bounds_its_queue_too():
     """The `radar` ensemble has no queue of its own: the model of its step, which holds the texts, bounds it."""
-    (step,) = load_source_config("radar").ensemble_scheduling.step
-    assert load_source_config(step.model_name).dynamic_batching.default_queue_policy.max_queue_size > 0
+    (step,) = canonical_config("radar").ensemble_scheduling.step
+    assert canonical_config(step.model_name).dynamic_batching.default_queue_policy.max_queue_size > 0
 
 
 @pytest.mark.parametrize("profile", ["cpu", "gpu", "gpu-embedded", "sim-h100"])

@@ -6,25 +6,26 @@ import shutil
 
 import pytest
 
-from kit.control.configs import SOURCE, RepositoryError, load_source_config, parse_config, source_models
+from kit.control.configs import SOURCE, RepositoryError, parse_config
 from kit.control.deploy import DeployError, Repository, TextModels
 from kit.control.derived import derived_parameters
 from kit.control.profiles import load_profile
 from kit.control.repository import build, profile_configs, resolved
+from kit.control.tasks import canonical_config, canonical_models
 
 
 def test_every_source_config_parses_and_is_named_after_its_folder():
-    models = source_models()
+    models = canonical_models()
     assert {"radar", "radar_classifier"} <= set(models)
     for model in models:
-        assert load_source_config(model).name == model
+        assert canonical_config(model).name == model
 
 
 @pytest.mark.parametrize("profile", ["cpu"])
 def test_profile_keeps_names_tensors_and_batching_of_the_source(profile):
     settings = load_profile(profile)["models"]
     for model, config in profile_configs(profile).items():
-        source = load_source_config(model)
+        source = canonical_config(model)
         inputs = [type(tensor)() for tensor in config.input]
         for copy, tensor, original in zip(inputs, config.input, source.input):
             copy.CopyFrom(tensor)
@@ -97,10 +98,15 @@ def test_an_ensembles_steps_call_the_models_of_its_own_version(tmp_path, radar_a
 
 def test_an_ensemble_step_naming_a_model_the_repository_lacks_is_a_clear_error(tmp_path, radar_artifacts):
     source = shutil.copytree(SOURCE, tmp_path / "source")
-    config = (source / "radar" / "config.pbtxt").read_text().replace('model_name: "radar_texts"', 'model_name: "radar_words"')
-    (source / "radar" / "config.pbtxt").write_text(config)
+    (source / "relay").mkdir()
+    (source / "relay" / "config.pbtxt").write_text(
+        'name: "relay"\nplatform: "ensemble"\ninput [ { name: "TEXT" data_type: TYPE_STRING dims: [ 1 ] } ]\n'
+        'output [ { name: "SCORE" data_type: TYPE_FP32 dims: [ 1 ] } ]\nensemble_scheduling { step [ { model_name: '
+        '"radar_words" model_version: -1 input_map { key: "TEXT" value: "TEXT" } output_map { key: "SCORE" value: '
+        '"SCORE" } } ] }\n'
+    )
     with pytest.raises(
-        RepositoryError, match=r"radar: its ensemble steps name \['radar_words'\], which are not in the repository"
+        RepositoryError, match=r"relay: its ensemble steps name \['radar_words'\], which are not in the repository"
     ):
         build("cpu", tmp_path / "repo", radar_artifacts.parent, source=source)
 
@@ -163,9 +169,10 @@ def test_the_built_radar_config_carries_the_exports_canary(radar_artifacts):
     assert json.loads(radar.parameters["canary"].string_value) == section
 
 
-def test_a_model_update_reads_a_text_models_three_models_from_its_entrys_config():
+def test_a_model_update_reads_a_text_models_three_models_from_its_entrys_config(tmp_path, radar_artifacts):
     """kit.control.deploy updates any text model that carries a golden set, by its entry's name alone."""
-    repo = Repository(SOURCE, "127.0.0.1:1", None, print)
+    build("cpu", tmp_path / "repo", radar_artifacts.parent)
+    repo = Repository(tmp_path / "repo", "127.0.0.1:1", None, print)
     try:
         assert TextModels.of(repo, "radar") == TextModels("radar", "radar_texts", "radar_classifier")
         with pytest.raises(DeployError, match="not a text model's entry with a golden set"):
@@ -174,3 +181,12 @@ def test_a_model_update_reads_a_text_models_three_models_from_its_entrys_config(
             TextModels.of(repo, "nothing")
     finally:
         repo.close()
+
+
+def test_a_shipped_spec_names_the_export_folder_its_files_come_from(tmp_path, radar_artifacts):
+    """radar.toml's `source` is its export's folder in the artifacts folder, as artifacts.json lists its files."""
+    source = shutil.copytree(SOURCE, tmp_path / "source")
+    spec = (source / "radar.toml").read_text()
+    (source / "radar.toml").write_text(spec.replace('source = "radar"', 'source = "radar-large"'))
+    with pytest.raises(RepositoryError, match=r"radar.toml: `source` is 'radar-large', but artifacts.json takes radar"):
+        resolved("cpu", radar_artifacts.parent, source)
