@@ -136,3 +136,13 @@ def check_queue_bounds(configs: dict[str, mc.ModelConfig]) -> None:
                 f"{name}: its queue has no bound: only a model that a bounded texts model (batches_in_flight) or image "
                 "entry (backbone) calls may go without Triton's queue policy; drop `queue_policy: false` from its profile"
             )
+
+
+def check_one_canary(configs: dict[str, mc.ModelConfig]) -> None:
+    """At most one model asks for the door's canary (`canary_from`): the door runs one golden set (door.contract)."""
+    asking = sorted(name for name, config in configs.items() if "canary_from" in config.parameters)
+    if len(asking) > 1:
+        raise RepositoryError(
+            f"{', '.join(asking)}: each asks for the door's canary (canary_from), which runs one model's golden set; "
+            "set `canary` on one spec"
+        )

@@ -34,7 +34,7 @@ from kit.control.configs import (
     source_models,
 )
 from kit.control.cpu_profile import apply_cpu_profile
-from kit.control.derived import check_queue_bounds, derived_parameters
+from kit.control.derived import check_one_canary, check_queue_bounds, derived_parameters
 from kit.control.gpu_embedded_profile import apply_gpu_embedded_profile
 from kit.control.gpu_profile import apply_gpu_profile
 from kit.control.profiles import apply_ensemble, load_profile
@@ -220,6 +220,7 @@ def resolved(
         for model in chosen
     }
     check_queue_bounds(configs)
+    check_one_canary(configs)
     for model in chosen:
         config = configs[model]
         for key, value in derived_parameters(config, configs, files[model]).items():

@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 
-from kit.control.configs import SOURCE, RepositoryError, parse_config
+from kit.control.configs import SOURCE, RepositoryError, copy_config, parse_config
 from kit.control.deploy import DeployError, Repository, TextModels
-from kit.control.derived import derived_parameters
+from kit.control.derived import check_one_canary, derived_parameters
 from kit.control.profiles import load_profile
 from kit.control.repository import build, profile_configs, resolved
 from kit.control.tasks import canonical_config, canonical_models
@@ -190,3 +190,14 @@ def test_a_shipped_spec_names_the_export_folder_its_files_come_from(tmp_path, ra
     (source / "radar.toml").write_text(spec.replace('source = "radar"', 'source = "radar-large"'))
     with pytest.raises(RepositoryError, match=r"radar.toml: `source` is 'radar-large', but artifacts.json takes radar"):
         resolved("cpu", radar_artifacts.parent, source)
+
+
+def test_a_second_model_asking_for_the_doors_canary_stops_the_build():
+    """The door runs one golden set: two specs with `canary` fail at build time, naming both, not at the door's start."""
+    configs = profile_configs("cpu")
+    twin = copy_config(configs["radar"])
+    twin.name = "twin"
+    assert "canary_from" in twin.parameters
+    check_one_canary(configs)
+    with pytest.raises(RepositoryError, match="radar, twin: each asks for the door's canary"):
+        check_one_canary({**configs, "twin": twin})
