@@ -7,7 +7,8 @@
     python -m perf report                                           # every perf/results/<workload>/REPORT.md, and perf/RESULTS.md
 
 A spec's `workload` (perf.workloads: radar, radar-precision, ocr, resnet) picks the inputs, the kit's models and the
-baselines; `--model NAME` measures the model of models/NAME.toml instead (an onnx spec's by perf.workloads.tensor
+baselines; `--model NAME` measures the model of models/NAME.toml, or of a shipped spec (radar), instead (an onnx spec's
+by perf.workloads.tensor
 and perf/specs/model.json, a text-classification spec's by perf.workloads.text and perf/specs/model-text.json, an
 image-classification spec's by perf.workloads.image and perf/specs/model-image.json, unless --spec names another).
 A sweep writes results.json, sweeps.csv, probes.csv, plots and REPORT.md into --out; when --out is the workload's
@@ -26,8 +27,9 @@ import time
 import traceback
 from pathlib import Path
 
-from kit.control.configs import REPO_ROOT
+from kit.control.configs import REPO_ROOT, SOURCE
 from kit.control.specs import MODELS, read_specs
+from kit.control.tasks import shipped_specs
 from perf.engine import report, sweep
 from perf.engine.budget import Budget
 from perf.engine.spec import load_spec
@@ -87,7 +89,7 @@ def failed(results: list[dict]) -> bool:
 
 def run_model(args: argparse.Namespace, argv: list[str]) -> int:
     """`--model NAME`: the spec's model against the hand-rolled designs on the same graph."""
-    specs = read_specs(args.models)
+    specs = read_specs(args.models) | shipped_specs(SOURCE)  # the kit's own specs too (model_repository/radar.toml)
     if args.model not in specs:
         print(
             f"error: no spec {args.model!r} in {args.models} (there: {sorted(specs) or 'none'}); see docs/MODELS.md",

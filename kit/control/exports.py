@@ -35,7 +35,8 @@ class Exporter:
 
 
 def export_dir(spec: ModelSpec) -> Path:
-    return EXPORTS / spec.name
+    """Where the spec's export is: artifacts/models/NAME, or a shipped spec's folder in artifacts/ (`make export`'s)."""
+    return ARTIFACTS / spec.source if spec.shipped else EXPORTS / spec.name
 
 
 def stamp(spec: ModelSpec, exporter: Exporter) -> dict:

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from kit.control.configs import SOURCE
 from kit.control.specs import ModelSpec
+from kit.control.tasks import shipped_specs
 from perf.__main__ import main as perf
 from perf.engine import perf_analyzer
 from perf.engine.inputs import InputSet, write_pair
@@ -291,7 +293,8 @@ def test_every_design_serves_the_same_simulated_device_and_the_report_projects_i
 def sweep_spec_model(tmp_path: Path, spec: ModelSpec, limit: dict, unit: str) -> dict:
     """A short `python -m perf sweep --model NAME` of a spec's model: every design ran and answered (in `unit`/s)."""
     short = {"window": {"warmup_s": 0.5, "duration_s": 1.0}, "sweep": {"concurrency": [4]}, "limit": limit}
-    args = ["sweep", "--model", spec.name, "--models", str(spec.path.parent), "--out", str(tmp_path)]
+    models = tmp_path / "no-specs" if spec.shipped else spec.path.parent  # a shipped spec is found by its name alone
+    args = ["sweep", "--model", spec.name, "--models", str(models), "--out", str(tmp_path)]
     assert perf([*args, "--work", str(tmp_path / "work"), "--override", json.dumps(short)]) == 0
     results = json.loads((tmp_path / "results.json").read_text())
     assert sorted({r["family"] for r in results["sweeps"]}) == ["batcher", "door", "flask", "kit", "uvicorn"]
@@ -308,12 +311,18 @@ def test_a_model_from_a_spec_is_benchmarked_against_the_hand_rolled_designs_by_n
     assert "FastAPI + asyncio batcher" in report and "## The limit" in report
 
 
-@pytest.mark.parametrize("model, compared", [("topics", "SCORES and CHUNK_SCORES"), ("science_score", "SCORE and CHUNK_SCORES")])
-def test_a_text_classifier_from_a_spec_is_benchmarked_as_radar_is_by_name(tmp_path, brought_models, model, compared):
-    """`python -m perf sweep --model NAME` on a text-classification spec: RADAR's workload on its three models and its
-    export, every design running the same chunks and graph, every label's served probabilities checked (one label's,
-    where the spec names a `score_label`)."""
-    results = sweep_spec_model(tmp_path, brought_models[model], {"chunks": 32, "batch_sizes": [8]}, "chunks")
+@pytest.mark.parametrize(
+    "model, compared",
+    [("topics", "SCORES and CHUNK_SCORES"), ("science_score", "SCORE and CHUNK_SCORES"), ("radar", "SCORE and CHUNK_SCORES")],
+)
+def test_a_text_classifier_from_a_spec_is_benchmarked_as_radar_is_by_name(
+    tmp_path, brought_models, radar_artifacts, model, compared
+):
+    """`python -m perf sweep --model NAME` on a text-classification spec, a user's or the kit's own (radar): RADAR's
+    workload on its three models and its export, every design running the same chunks and graph, every label's served
+    probabilities checked (one label's, where the spec names a `score_label`)."""
+    spec = brought_models[model] if model in brought_models else shipped_specs(SOURCE)[model]
+    results = sweep_spec_model(tmp_path, spec, {"chunks": 32, "batch_sizes": [8]}, "chunks")
     assert results["accuracy"]["compared"] == compared and results["accuracy"]["max_abs_diff"] <= 1e-4
     assert f"{model}_classifier" in (tmp_path / "REPORT.md").read_text()
 
