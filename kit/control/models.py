@@ -23,7 +23,7 @@ from pathlib import Path
 from kit.control.configs import REPO_ROOT, SOURCE, RepositoryError
 from kit.control.exports import export, export_dir, exported
 from kit.control.specs import HUB_ID, MODELS, NAME, POOLINGS, check_routes, read_spec, read_specs, spec_text
-from kit.control.tasks import TASKS, canonical_models, servable_specs, task_of
+from kit.control.tasks import TASKS, canonical_models, servable_specs, shipped_specs, task_of
 
 
 def source_text(source: Path, folder: Path) -> str:
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--route", help="the door's path (default /v1/<name>)")
     a.add_argument("--replace", action="store_true", help="write over an existing spec of that name")
     a.add_argument("--models", type=Path, default=MODELS, help="the folder of model specs")
-    ls = sub.add_parser("list", help="the specs and what the build derives from each")
+    ls = sub.add_parser("list", help="the specs, the kit's own among them, and what the build derives from each")
     ls.add_argument("--models", type=Path, default=MODELS)
     ex = sub.add_parser("export", help="export every checkpoint spec whose export is missing or stale")
     ex.add_argument("--models", type=Path, default=MODELS)
@@ -103,10 +103,11 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{spec.name}: {state} ({export_dir(spec)})", flush=True)
                     export(spec, exporter)
         else:
-            for spec in read_specs(args.models).values():
+            for spec in (shipped_specs(SOURCE) | read_specs(args.models)).values():
                 config = task_of(spec).models(spec)[spec.name].config
                 tensors = ", ".join(t.name for t in config.input) + " -> " + ", ".join(t.name for t in config.output)
-                print(f"{spec.name:<20} {spec.task:<19} max_batch={config.max_batch_size:<4} {tensors}  {spec.door_route}")
+                line = f"{spec.name:<20} {spec.task:<19} max_batch={config.max_batch_size:<4} {tensors}  {spec.door_route}"
+                print(line + ("  (shipped)" if spec.shipped else ""))
     except RepositoryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -175,3 +175,13 @@ def test_kit_add_refuses_a_text_checkpoint_as_an_image_classifier_and_writes_no_
     error = capsys.readouterr().err
     assert "words.toml: `source` cannot be exported as an image classifier" in error and "not an image classifier" in error
     assert not (tmp_path / "models" / "words.toml").exists()
+
+
+def test_kit_list_shows_the_kits_own_specs_beside_the_users(graphs, tmp_path, capsys):
+    """RADAR is a spec like a user's: `kit list` shows what the build derives from it, marked as shipped."""
+    folder = graphs / tmp_path.name
+    spec_file(folder, "scores", GOOD)
+    assert kit_main(["list", "--models", str(folder)]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert "text-classification" in lines["radar"] and "TEXT -> SCORE, CHUNK_SCORES, CHUNK_SPANS  /v1/radar" in lines["radar"]
+    assert lines["radar"].endswith("(shipped)") and not lines["scores"].endswith("(shipped)")
