@@ -37,11 +37,13 @@ import transformers
 from transformers import ResNetConfig, ResNetForImageClassification
 
 from export.onnx_validate import TensorSpec, ValidationError, abs_diffs, check_signature, opset, provenance, require_close, sha256
+from export.resnet_cost import measure_cost
 from kit.runners.torch_models import PaddedResNet
 
 DEFAULT_OPSET = 18
 DEFAULT_ATOL = 1e-5
 CHECKPOINT = "checkpoint"
+COST_MODEL = "cost.json"  # with --cost: the run times the cost merge policy predicts from (export.resnet_cost)
 INPUT_NAMES = ("pixel_values", "image_sizes")
 OUTPUT_NAME = "probs"
 # ImageNet normalisation, what microsoft/resnet-50's image processor uses: clients send
@@ -233,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="directory for model.onnx, checkpoint/ and export.json")
     parser.add_argument("--atol", type=float, default=DEFAULT_ATOL, help="max abs probability difference allowed")
     parser.add_argument("--opset", type=int, default=DEFAULT_OPSET)
+    parser.add_argument("--cost", action="store_true", help="also measure the run times the cost merge policy predicts from")
+    parser.add_argument("--cost-threads", type=int, default=1, help="with --cost: the backbone's intra-op threads on the CPU")
     args = parser.parse_args(argv)
     try:
         meta = export(args.out, args.model, args.size, args.seed, args.atol, args.opset)
@@ -243,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
         f"exported {meta['source']} to {args.out / 'model.onnx'} in {meta['export_seconds']} s: padded vs unpadded "
         f"max abs diff {meta['max_abs_diff']:.3g} <= atol {args.atol:g}, opset {meta['opset']}"
     )
+    if args.cost:
+        measure_cost(args.out / "model.onnx", args.out / COST_MODEL, args.cost_threads)
     return 0
 
 

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 
-from kit.control.profiles import load_profile
 from kit.pipelines.batching.merge import CostModel
 from kit.runners.onnx import make_session
 
@@ -33,6 +32,8 @@ Run = Callable[[dict[str, np.ndarray]], object]
 
 
 def default_threads(model: str = "resnet50_backbone") -> int:
+    from kit.control.profiles import load_profile  # the serve venv's (tritonclient); the export venv passes threads
+
     return int(load_profile("cpu")["models"].get(model, {}).get("threads", 1))
 
 
@@ -64,6 +65,20 @@ def write_cost(samples: list[tuple[int, int, float]], out: Path, **facts) -> Cos
     return model
 
 
+def measure_cost(model: Path, out: Path, threads: int | None = None, repeat: int = 3) -> CostModel:
+    """The cost model of the ONNX graph `model`, measured with `threads` intra-op threads (default: the CPU profile's),
+    written to `out`."""
+    threads = threads or default_threads()
+    session = make_session(model, threads)
+    cost = write_cost(measure(lambda feed: session.run(None, feed), repeat=repeat), out, threads=threads)
+    print(
+        f"wrote {out}: fixed ms {[round(1000 * f, 2) for f in cost.fixed]}, "
+        f"per item ms {[round(1000 * p, 2) for p in cost.per_item]} at {threads} thread(s)",
+        flush=True,
+    )
+    return cost
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, required=True, help="the padded-image ONNX model")
@@ -71,13 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="intra-op threads (default: the CPU profile's)")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
-    threads = args.threads or default_threads()
-    session = make_session(args.model, threads)
-    model = write_cost(measure(lambda feed: session.run(None, feed), repeat=args.repeat), args.out, threads=threads)
-    print(
-        f"wrote {args.out}: fixed ms {[round(1000 * f, 2) for f in model.fixed]}, "
-        f"per item ms {[round(1000 * p, 2) for p in model.per_item]} at {threads} thread(s)"
-    )
+    measure_cost(args.model, args.out, args.threads, args.repeat)
     return 0
 
 

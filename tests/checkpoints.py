@@ -3,14 +3,16 @@ answers on them: what the served tests of the text and image tasks add with `kit
 a BERT and a DistilBERT. Encoders: a BERT saved as sentence-transformers saves one (modules.json, mean pooling,
 normalised) and an MPNet (the architecture of the most used sentence-transformers checkpoints) with no such files.
 Image classifiers: a ViT (its processor resizes to 32x32) and a ConvNeXt (its processor resizes the shortest edge
-ConvNeXt's crop_pct way, then crops 32x32).
+ConvNeXt's crop_pct way, then crops 32x32). A classifier of pixels: a narrow ResNet, served from normalised images of
+any size (`--input pixels`).
 
 Runs in the export virtualenv (it needs PyTorch); the served tests call it as a program:
 
-    python -m tests.checkpoints make --out DIR    # DIR/bert, distilbert, bert_encoder, mpnet, vit, convnext
+    python -m tests.checkpoints make --out DIR    # DIR/bert, distilbert, bert_encoder, mpnet, vit, convnext, resnet
     python -m tests.checkpoints reference --model DIR --max-chars N  # texts (JSON list) on stdin
     python -m tests.checkpoints embed --model DIR --max-chars N --pooling mean|cls [--normalize]
     python -m tests.checkpoints classify-images --model DIR          # base64 image files (JSON list) on stdin
+    python -m tests.checkpoints classify-pixels --model DIR          # images [3][height][width] (JSON list) on stdin
 
 Each text checkpoint has its own WordPiece tokenizer, trained on a fixed corpus (export.standins.corpus), a fixed
 seed, a 128-token limit (so that a few hundred characters already take two chunks) and labels of its own; each image
@@ -48,6 +50,8 @@ from transformers import (
     MPNetConfig,
     MPNetModel,
     MPNetTokenizerFast,
+    ResNetConfig,
+    ResNetForImageClassification,
     ViTConfig,
     ViTForImageClassification,
     ViTImageProcessorPil,
@@ -70,6 +74,7 @@ IMAGE_LABELS = {
     "vit": ["cat", "dog", "bird"],
     "convnext": ["document", "photo"],
 }
+PIXEL_LABELS = {"resnet": ["circle", "square", "line", "dot"]}  # a ResNet served from normalised pixels of any size
 # sentence-transformers' files for a BERT it would pool by the mean and normalise (as all-MiniLM-L6-v2 does)
 ST_MODULES = [
     {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
@@ -97,11 +102,10 @@ def wordpiece(vocab_size: int = 3000, special: list[str] = SPECIAL) -> Tokenizer
 def make(kind: str, out: Path, seed: int = 0) -> Path:
     if kind in IMAGE_LABELS:
         return make_image_classifier(kind, out, seed)
+    if kind in PIXEL_LABELS:
+        return make_pixel_classifier(kind, out, seed)
     tokenizer = wordpiece(special=MPNET_SPECIAL if kind == "mpnet" else SPECIAL)
-    labels = {}
-    if kind in LABELS:
-        labels = {"num_labels": len(LABELS[kind]), "id2label": dict(enumerate(LABELS[kind]))}
-        labels["label2id"] = {label: index for index, label in labels["id2label"].items()}
+    labels = label_head(LABELS[kind]) if kind in LABELS else {}
     size = {"vocab_size": tokenizer.get_vocab_size(), "max_position_embeddings": MAX_TOKENS, "pad_token_id": 0}
     if kind == "bert_encoder":
         config = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, **size)
@@ -134,14 +138,15 @@ def make(kind: str, out: Path, seed: int = 0) -> Path:
     return folder
 
 
+def label_head(labels: list[str]) -> dict:
+    """A classifier config's labels, as a checkpoint of its own names them."""
+    label2id = {label: index for index, label in enumerate(labels)}
+    return {"num_labels": len(labels), "id2label": dict(enumerate(labels)), "label2id": label2id}
+
+
 def make_image_classifier(kind: str, out: Path, seed: int = 0) -> Path:
     """A tiny image classifier and its processor (the PIL backend's class, which saves under the usual name)."""
-    labels = IMAGE_LABELS[kind]
-    head = {
-        "num_labels": len(labels),
-        "id2label": dict(enumerate(labels)),
-        "label2id": {label: i for i, label in enumerate(labels)},
-    }
+    head = label_head(IMAGE_LABELS[kind])
     if kind == "vit":
         layers = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
         config = ViTConfig(image_size=32, patch_size=8, **layers, **head)
@@ -161,6 +166,30 @@ def make_image_classifier(kind: str, out: Path, seed: int = 0) -> Path:
     model_class(config).eval().save_pretrained(folder)
     processor.save_pretrained(folder)
     return folder
+
+
+def make_pixel_classifier(kind: str, out: Path, seed: int = 0) -> Path:
+    """A narrow two-stage ResNet with labels of its own; its BatchNorm statistics from random images (one pass), so
+    that activations keep their scale and different images get visibly different scores."""
+    head = label_head(PIXEL_LABELS[kind])
+    config = ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic", **head)
+    torch.manual_seed(seed)
+    model = ResNetForImageClassification(config)
+    for norm in (m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)):
+        norm.momentum = None
+        norm.reset_running_stats()
+    with torch.no_grad():
+        model.train()(torch.randn(8, 3, 64, 64))
+    folder = out / kind
+    model.eval().save_pretrained(folder)
+    return folder
+
+
+def classify_pixels(model_dir: Path, images: list[np.ndarray]) -> list[list[float]]:
+    """Each normalised image [3, height, width] through the checkpoint alone, unpadded: its label probabilities."""
+    model = AutoModelForImageClassification.from_pretrained(model_dir).eval()
+    with torch.no_grad():
+        return [torch.softmax(model(pixel_values=torch.from_numpy(image)[None]).logits, dim=-1)[0].tolist() for image in images]
 
 
 def classify_images(model_dir: Path, images: list[bytes]) -> list[list[float]]:
@@ -231,10 +260,15 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--normalize", action="store_true")
     c = sub.add_parser("classify-images")
     c.add_argument("--model", type=Path, required=True)
+    x = sub.add_parser("classify-pixels")  # images as nested lists [3][height][width] (a JSON list) on stdin
+    x.add_argument("--model", type=Path, required=True)
     args = parser.parse_args(argv)
     if args.command == "make":
-        for kind in (*LABELS, *ENCODERS, *IMAGE_LABELS):
+        for kind in (*LABELS, *ENCODERS, *IMAGE_LABELS, *PIXEL_LABELS):
             print(make(kind, args.out))
+    elif args.command == "classify-pixels":
+        images = [np.asarray(image, dtype=np.float32) for image in json.load(sys.stdin)]
+        json.dump(classify_pixels(args.model, images), sys.stdout)
     elif args.command == "classify-images":
         json.dump(classify_images(args.model, [base64.b64decode(item) for item in json.load(sys.stdin)]), sys.stdout)
     elif args.command == "embed":

@@ -15,6 +15,7 @@ from tritonclient.utils import triton_to_np_dtype
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SOURCE = REPO_ROOT / "model_repository"
 ARTIFACTS = REPO_ROOT / "artifacts"
+TEMPLATES = Path(__file__).resolve().parent / "templates"  # the configs a task's models start from, by task
 
 
 class RepositoryError(Exception):
@@ -31,6 +32,13 @@ def render_config(config: mc.ModelConfig) -> str:
 
 def copy_config(config: mc.ModelConfig) -> mc.ModelConfig:
     return mc.ModelConfig.FromString(config.SerializeToString())
+
+
+def template(path: str, name: str) -> mc.ModelConfig:
+    """The template config at TEMPLATES/`path`.pbtxt, named `name`."""
+    config = parse_config((TEMPLATES / f"{path}.pbtxt").read_text())
+    config.name = name
+    return config
 
 
 def load_source_config(model: str, source: Path = SOURCE) -> mc.ModelConfig:

@@ -10,6 +10,13 @@ profile as ResNet-50's backbone is). A bad image fails alone in `NAME_pixels`; t
 
 The export (export.image_classifier, run by kit.control.exports at `kit add` and again whenever the checkpoint
 changed) checks its preprocessing against the processor and the graph against PyTorch.
+
+A spec with `input = "pixels"` takes normalised pixels [3, height, width] of any size instead (ResNet-50's contract)
+and becomes two models, from the templates in templates/pixels: the entry `NAME` (INPUT in, PROBS out; kit/adapters/
+padded_classifier_model.py), which merges the images of concurrent requests across sizes by its `merge_policy` into
+padded runs of `NAME_backbone`, a graph that masks the padding so that a padded image answers as it would alone.
+Its export (export.resnet, any ResNet checkpoint) checks the padded graph against PyTorch and, for the `cost`
+policy, measures the run times the policy predicts from.
 """
 
 from __future__ import annotations
@@ -20,29 +27,97 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2 as mc
 
 from kit.control import exports
-from kit.control.configs import set_parameter
+from kit.control.configs import set_parameter, template
 from kit.control.exports import Exporter, export_dir
 from kit.control.onnx_task import bounded_batching
+from kit.control.profiles import load_profile
 from kit.control.specs import DOOR_ANSWER, DOOR_ROUTE, ModelSpec
 from kit.control.text_task import checkpoint_labels
 
 EXPORTER = Exporter("export.image_classifier", lambda spec: [], lambda spec: {}, "an image classifier")
-LIKE = "resnet50_backbone"  # the shipped graph whose placement in each profile the classifier takes
+PIXELS_EXPORTER = Exporter(
+    "export.resnet",
+    lambda spec: ["--cost", "--cost-threads", str(cpu_threads())] if spec.merge_policy == "cost" else [],
+    lambda spec: {"input": spec.input, "merge_policy": spec.merge_policy},
+    "a ResNet image classifier (the padded graph of pixels is a ResNet's)",
+)
+# The shipped models whose placement in each profile a spec's models take: ResNet-50's, the kit's image model that
+# the profiles were tuned for. An entry of pixels takes its instances and batch cap, not its parameters (a device
+# curve priced for ResNet-50 is not another model's).
+LIKE = "resnet50_backbone"
+PIXELS_LIKE = {"entry": "resnet50", "backbone": LIKE}
+ENTRY_PLACEMENT = frozenset({"instances", "max_batch_size"})
+COST_MODEL = "cost.json"
+BACKBONE_FILES = ("model.onnx", "checkpoint")
 MAX_IMAGE_BYTES = 16 << 20
 MAX_PIXELS = 40_000_000  # what an image may decode to, checked before it is decoded
 PREPROCESSING = "preprocessing.json"
 CLASSIFIER_FILES = ("model.onnx", "checkpoint")  # the graph, and the checkpoint the PyTorch runner serves
 
 
+def cpu_threads() -> int:
+    """The backbone's intra-op threads in the CPU profile, where the cost policy's run times are measured."""
+    return int(load_profile("cpu")["models"].get(LIKE, {}).get("threads", 1))
+
+
 def names(spec: ModelSpec) -> dict[str, str]:
+    if spec.input == "pixels":
+        return {"entry": spec.name, "backbone": f"{spec.name}_backbone"}
     return {"entry": spec.name, "pixels": f"{spec.name}_pixels", "classifier": f"{spec.name}_classifier"}
 
 
+def exporter(spec: ModelSpec) -> Exporter:
+    return PIXELS_EXPORTER if spec.input == "pixels" else EXPORTER
+
+
 def export(spec: ModelSpec) -> dict:
-    return exports.export(spec, EXPORTER)
+    return exports.export(spec, exporter(spec))
+
+
+def shipped_meta(spec: ModelSpec) -> dict:
+    """What the configs of a shipped spec take from its export, from the spec itself: a shipped model builds before
+    `make export` writes its export."""
+    count = len(spec.labels) or spec.num_labels
+    if not count:
+        raise spec.error("num_labels", "is missing from a shipped spec", "a shipped image classifier names its label count")
+    return {"num_labels": count, "id2label": {str(i): spec.labels[i] if spec.labels else str(i) for i in range(count)}}
 
 
 def image_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]:
+    return pixels_configs(spec) if spec.input == "pixels" else encoded_configs(spec)
+
+
+def pixels_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]:
+    """The entry and backbone of a spec of pixels, from their templates: what the spec gives in place of the
+    templates' batch cap, queue delay and timeout, its route, policy and label count."""
+    meta = shipped_meta(spec) if spec.shipped else export(spec)
+    count = len(checkpoint_labels(spec, meta))
+    model = names(spec)
+    entry, backbone = template("pixels/entry", model["entry"]), template("pixels/backbone", model["backbone"])
+    given = {
+        "backbone": model["backbone"],
+        "merge_policy": spec.merge_policy,
+        "max_image_pixels": spec.max_image_pixels,
+        DOOR_ROUTE: spec.door_route,
+    }
+    for key, value in given.items():
+        set_parameter(entry, key, value)
+    for config in (entry, backbone):
+        config.output[0].dims[:] = [count]
+        if "max_batch_size" in spec.given:
+            config.max_batch_size = spec.max_batch_size
+        if "queue_timeout_seconds" in spec.given:
+            config.dynamic_batching.default_queue_policy.default_timeout_microseconds = int(spec.queue_timeout_seconds * 1e6)
+    if "max_queue_delay_microseconds" in spec.given:
+        entry.dynamic_batching.max_queue_delay_microseconds = spec.max_queue_delay_microseconds
+    if "preferred_batch_size" in spec.given:
+        entry.dynamic_batching.preferred_batch_size[:] = spec.preferred_batch_size
+    like = dict.fromkeys(PIXELS_LIKE, "") if spec.shipped else PIXELS_LIKE  # a shipped model has its own placements
+    own = {"instances": spec.instances} if "instances" in spec.given else {}
+    return {model["entry"]: (entry, like["entry"], {}), model["backbone"]: (backbone, like["backbone"], own)}
+
+
+def encoded_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]:
     """Each model's canonical config, the shipped model whose profile placement it takes, and the profile settings
     the spec itself gives it."""
     meta = export(spec)
@@ -84,17 +159,29 @@ def image_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]
 
 
 def image_files(spec: ModelSpec) -> dict[str, dict[str, Path]]:
-    """The preprocessing the pixels model loads, and the graph and checkpoint the classifier's profile may serve."""
+    """The preprocessing the pixels model loads, and the graph and checkpoint the classifier's profile may serve; of
+    a spec of pixels, the cost model its entry prices merges by, and the backbone's graph and checkpoint."""
     folder = export_dir(spec)
     model = names(spec)
+    if spec.input == "pixels":
+        cost = {COST_MODEL: folder / COST_MODEL} if spec.merge_policy == "cost" else {}
+        backbone = {file: folder / file for file in BACKBONE_FILES if (folder / file).exists()}
+        return {model["entry"]: cost, model["backbone"]: backbone}
     graph = {file: folder / file for file in CLASSIFIER_FILES if (folder / file).exists()}
     return {model["pixels"]: {PREPROCESSING: folder / PREPROCESSING}, model["classifier"]: graph}
 
 
 def check_image(spec: ModelSpec) -> str:
-    """`kit add`'s check: the export, its preprocessing against the processor and its graph against PyTorch."""
+    """`kit add`'s check: the export, its preprocessing against the processor and its graph against PyTorch (of
+    pixels: the padded graph against PyTorch on each image alone)."""
     meta = export(spec)
     label_names = checkpoint_labels(spec, meta)
+    if spec.input == "pixels":
+        cost = ", its run times measured for the cost policy" if spec.merge_policy == "cost" else ""
+        return (
+            f"exported {spec.name}: padded batches through ONNX Runtime differ from PyTorch on each image alone by at most "
+            f"{meta['max_abs_diff']:.3g} (atol {meta['atol']:g}){cost}; {len(label_names)} labels"
+        )
     return (
         f"exported {spec.name}: preprocessing differs from the checkpoint's processor by at most "
         f"{meta['preprocessing_max_abs_diff']:.3g}, ONNX Runtime from PyTorch by at most {meta['max_abs_diff']:.3g} "

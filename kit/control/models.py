@@ -7,7 +7,7 @@ docs/MODELS.md walks through it.
     kit add NAME --task onnx --from FILE [--max-batch-size N] [--route /v1/...] [--models DIR]
     kit add NAME --task text-classification --from CHECKPOINT_DIR_OR_HUB_ID [--max-chars N] [...]
     kit add NAME --task feature-extraction --from CHECKPOINT_DIR_OR_HUB_ID [--pooling mean|cls] [--normalize] [...]
-    kit add NAME --task image-classification --from CHECKPOINT_DIR_OR_HUB_ID [--route /v1/...]
+    kit add NAME --task image-classification --from CHECKPOINT_DIR_OR_HUB_ID [--input image|pixels] [--route /v1/...]
     kit add NAME --task pipeline --from MODULE.py [--max-batch-size N] [--route /v1/...]
     kit list [--models DIR]
     kit export [--models DIR]      # what `make export` runs: each checkpoint spec's export, where it is stale
@@ -22,7 +22,18 @@ from pathlib import Path
 
 from kit.control.configs import REPO_ROOT, SOURCE, RepositoryError
 from kit.control.exports import export, export_dir, exported
-from kit.control.specs import HUB_ID, MODELS, NAME, POOLINGS, check_routes, read_spec, read_specs, spec_text
+from kit.control.specs import (
+    HUB_ID,
+    IMAGE_INPUTS,
+    MERGE_POLICIES,
+    MODELS,
+    NAME,
+    POOLINGS,
+    check_routes,
+    read_spec,
+    read_specs,
+    spec_text,
+)
 from kit.control.tasks import TASKS, canonical_models, servable_specs, shipped_specs, task_of
 
 
@@ -78,6 +89,12 @@ def main(argv: list[str] | None = None) -> int:
         action=argparse.BooleanOptionalAction,
         help="feature-extraction: L2-normalise embeddings (default: as the checkpoint says, else not)",
     )
+    a.add_argument(
+        "--input",
+        choices=IMAGE_INPUTS,
+        help="image-classification: an encoded image file (default), or normalised pixels of any size (a ResNet checkpoint)",
+    )
+    a.add_argument("--merge-policy", choices=MERGE_POLICIES, help="image-classification of pixels (default: cost)")
     a.add_argument("--score-label", help="text-classification: answer this label's probability alone (default: every label's)")
     a.add_argument("--route", help="the door's path (default /v1/<name>)")
     a.add_argument("--replace", action="store_true", help="write over an existing spec of that name")
@@ -92,13 +109,15 @@ def main(argv: list[str] | None = None) -> int:
             given = {"max_batch_size": args.max_batch_size, "max_chars": args.max_chars, "route": args.route}
             given["score_label"] = args.score_label
             given |= {"pooling": args.pooling, "normalize": args.normalize}
+            given |= {"input": args.input, "merge_policy": args.merge_policy}
             settings = {key: value for key, value in given.items() if value is not None}
             path = add(args.name, args.task, args.source, args.models, settings, args.replace)
             print(f"wrote {path}; `make serve` serves it at {read_spec(path).door_route} (docs/MODELS.md)")
         elif args.command == "export":
             for spec in read_specs(args.models).values():
-                exporter = task_of(spec).exporter
-                if exporter is not None:
+                exporter_of = task_of(spec).exporter
+                if exporter_of is not None:
+                    exporter = exporter_of(spec)
                     state = "up to date" if exported(spec, exporter) is not None else "exporting"
                     print(f"{spec.name}: {state} ({export_dir(spec)})", flush=True)
                     export(spec, exporter)

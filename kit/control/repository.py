@@ -51,10 +51,12 @@ RUNNERS = {
 }
 # The adapter installed as model.py where a model's folder has none, by a parameter only its models have: a runner,
 # a text classifier's texts (RADAR's and every text-classification spec's, kit.control.text_task), an image
-# classifier's pixels (kit.control.image_task), or a user's pipeline (kit.control.pipeline_task).
+# classifier's pixels, or the entry of a classifier of pixels (kit.control.image_task), or a user's pipeline
+# (kit.control.pipeline_task).
 ADAPTERS_BY_PARAMETER = RUNNERS | {
     "batches_in_flight": ADAPTERS / "text_classifier_model.py",
     "preprocessing": ADAPTERS / "image_pixels_model.py",
+    "backbone": ADAPTERS / "padded_classifier_model.py",
     "pipeline_module": ADAPTERS / "pipeline_model.py",
 }
 # The simulated accelerator's device tables (kit.runners.simulated): the sim runner's `sim_table` names one.

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from kit.adapters.settings import DOOR_PREFIX
 from kit.control.configs import REPO_ROOT, RepositoryError
+from kit.pipelines.batching.merge import POLICIES as MERGE_POLICIES
 
 MODELS = REPO_ROOT / "models"
 NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
@@ -31,6 +32,10 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # a Hugging Face hub id, a
 CHECKPOINT_TASKS = ("text-classification", "feature-extraction", "image-classification")
 MAX_BATCH = 1024
 POOLINGS = ("mean", "cls")
+# image-classification's inputs: an encoded image file, resized by the checkpoint's processor to the graph's one
+# size; or normalised pixels of any size, batched across sizes by a merge policy into padded runs of a graph that
+# masks the padding (a ResNet's, export.resnet).
+IMAGE_INPUTS = ("image", "pixels")
 # The config parameters that tell the front door how to serve a model: the path of its route, the answer its route
 # gives (one of DOOR_ANSWERS, by what goes in and what comes out; door.contract holds each one's tensors), the
 # route's description in the OpenAPI document, and, for a JSON document's answer, that document's JSON Schema.
@@ -80,6 +85,10 @@ class ModelSpec:
     description: str = ""  # the door's description of the model's route in the OpenAPI document
     pooling: str = ""  # feature-extraction: mean or cls; unset, as the checkpoint's sentence-transformers files say, else mean
     normalize: bool | None = None  # feature-extraction: L2-normalise embeddings; unset, as those files say, else not
+    input: str = "image"  # image-classification: what a request sends, one of IMAGE_INPUTS
+    merge_policy: str = "cost"  # image-classification of pixels: which images of different sizes run together
+    max_image_pixels: int = 1 << 20  # image-classification of pixels: the most values an image may have per channel
+    num_labels: int = 0  # image-classification: the label count of a shipped spec, which builds before its export
     given: frozenset[str] = frozenset()  # the keys the file sets (a task may keep its own default for the others)
     # A spec the kit ships (model_repository/*.toml): its export is `make export`'s, in the artifacts folder the
     # build is given, whose files artifacts.json lists; its `source` names that export's folder there.
@@ -109,7 +118,7 @@ REQUIRED = ("task", "source")
 TASK_KEYS = {
     "text-classification": frozenset({"max_chars", "bucket_count", "labels", "score_label", "canary"}),
     "feature-extraction": frozenset({"max_chars", "bucket_count", "pooling", "normalize"}),
-    "image-classification": frozenset({"labels"}),
+    "image-classification": frozenset({"labels", "input", "merge_policy", "max_image_pixels", "num_labels"}),
 }
 
 
@@ -199,6 +208,17 @@ def check_values(spec: ModelSpec) -> None:
         raise spec.error("bucket_count", f"is {spec.bucket_count}", "a model pads its chunks to at least one length")
     if spec.canary and not spec.score_label:
         raise spec.error("canary", "is true without a score_label", "the golden set is one label's probabilities: name it")
+    if spec.input not in IMAGE_INPUTS:
+        raise spec.error("input", f"is {spec.input!r}", f"it is one of {', '.join(IMAGE_INPUTS)}")
+    pixel_keys = sorted({"merge_policy", "max_image_pixels"} & spec.given)
+    if pixel_keys and spec.input != "pixels":
+        raise spec.error(pixel_keys[0], "is for images sent as pixels", 'set input = "pixels", or drop it')
+    if spec.merge_policy not in MERGE_POLICIES:
+        raise spec.error("merge_policy", f"is {spec.merge_policy!r}", f"it is one of {', '.join(MERGE_POLICIES)}")
+    if spec.max_image_pixels < 1:
+        raise spec.error("max_image_pixels", f"is {spec.max_image_pixels}", "an image has at least one pixel")
+    if spec.num_labels < 0:
+        raise spec.error("num_labels", "is negative", "a classifier has at least one label")
     if spec.pooling and spec.pooling not in POOLINGS:
         raise spec.error("pooling", f"is {spec.pooling!r}", f"it is one of {', '.join(POOLINGS)}")
     if not ROUTE.match(spec.door_route):

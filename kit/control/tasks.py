@@ -12,7 +12,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from kit.control.configs import SOURCE, RepositoryError, copy_config, load_source_config, set_parameter, source_models
 from kit.control.exports import Exporter
-from kit.control.image_task import EXPORTER, check_image, image_configs, image_files
+from kit.control.image_task import ENTRY_PLACEMENT, check_image, exporter, image_configs, image_files
 from kit.control.onnx_task import check_graph, graph_files, onnx_config
 from kit.control.pipeline_task import check_pipeline, pipeline_configs, pipeline_files
 from kit.control.specs import DOOR_DESCRIPTION, ModelSpec, SpecError, check_routes, read_spec, read_specs
@@ -61,7 +61,8 @@ class Task:
     models: Callable[[ModelSpec], dict[str, Generated]]
     files: Callable[[ModelSpec], dict[str, dict[str, Path]]]  # by model, each file by its name in the version folder
     check: Callable[[ModelSpec], str]  # what it checked, in words
-    exporter: Exporter | None = None  # how its checkpoints are exported (kit.control.exports); None: served as given
+    # How a spec's checkpoint is exported (kit.control.exports); None: served as given.
+    exporter: Callable[[ModelSpec], Exporter] | None = None
 
 
 def onnx_models(spec: ModelSpec) -> dict[str, Generated]:
@@ -78,7 +79,11 @@ def text_models(spec: ModelSpec) -> dict[str, Generated]:
 
 
 def image_models(spec: ModelSpec) -> dict[str, Generated]:
-    return {name: Generated(config, like, settings) for name, (config, like, settings) in image_configs(spec).items()}
+    entry_takes = ENTRY_PLACEMENT if spec.input == "pixels" else PLACEMENT
+    return {
+        name: Generated(config, like, settings, entry_takes if name == spec.name else PLACEMENT)
+        for name, (config, like, settings) in image_configs(spec).items()
+    }
 
 
 def pipeline_models(spec: ModelSpec) -> dict[str, Generated]:
@@ -87,8 +92,8 @@ def pipeline_models(spec: ModelSpec) -> dict[str, Generated]:
 
 TASKS = {
     "onnx": Task(onnx_models, lambda spec: {spec.name: graph_files(spec)}, onnx_check),
-    **{task: Task(text_models, text_files, check_text, exporter) for task, exporter in EXPORTERS.items()},
-    "image-classification": Task(image_models, image_files, check_image, EXPORTER),
+    **{task: Task(text_models, text_files, check_text, lambda spec: EXPORTERS[spec.task]) for task in EXPORTERS},
+    "image-classification": Task(image_models, image_files, check_image, exporter),
     "pipeline": Task(pipeline_models, pipeline_files, check_pipeline),
 }
 

@@ -1,6 +1,6 @@
 """The text tasks: `text-classification`, any Hugging Face sequence classifier (a checkpoint folder or a hub id), and
-`feature-extraction`, any encoder as a sentence embedder, both served the way the kit serves RADAR, from RADAR's own
-committed configs as templates.
+`feature-extraction`, any encoder as a sentence embedder, both served as RADAR is (a spec too), from the templates in
+templates/text.
 
 A spec `NAME` becomes three models: the entry ensemble `NAME` (one text in, what the door and clients call),
 `NAME_texts` (the text classifier adapter, kit/adapters/text_classifier_model.py: chunks, length buckets, chunks of
@@ -25,11 +25,10 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2 as mc
 
 from kit.control import exports
-from kit.control.configs import parse_config, set_parameter
+from kit.control.configs import set_parameter, template
 from kit.control.exports import Exporter, export_dir
 from kit.control.specs import DOOR_ANSWER, DOOR_DESCRIPTION, DOOR_ROUTE, ModelSpec
 
-TEMPLATES = Path(__file__).resolve().parent / "templates" / "text"  # entry.pbtxt, texts.pbtxt, classifier.pbtxt
 # The shipped models whose placement in each profile a text spec's models take: RADAR's, the kit's text model that
 # the profiles were tuned for.
 PLACED_LIKE = {"entry": "radar", "texts": "radar_texts", "classifier": "radar_classifier"}
@@ -148,12 +147,6 @@ def answer_outputs(config: mc.ModelConfig, task: str, count: int) -> None:
     config.output.add(name="CHUNK_SPANS", data_type=mc.TYPE_INT32, dims=[-1, 2])
 
 
-def template(kind: str, name: str) -> mc.ModelConfig:
-    config = parse_config((TEMPLATES / f"{kind}.pbtxt").read_text())
-    config.name = name
-    return config
-
-
 def shipped_meta(spec: ModelSpec) -> dict:
     """What the configs of a shipped spec take from its export, from the spec itself: a shipped model builds before
     `make export` writes its export (its labels name the classifier's columns; its graph answers logits)."""
@@ -170,7 +163,7 @@ def text_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]
     label_names = labels(spec, meta)
     model = names(spec)
     count = width(meta)
-    entry = template("entry", model["entry"])
+    entry = template("text/entry", model["entry"])
     for key, value in {
         "classifier": model["classifier"],
         "max_chars": spec.max_chars,
@@ -193,11 +186,11 @@ def text_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]
     step.output_map.clear()
     for tensor in entry.output:
         step.output_map[tensor.name] = tensor.name
-    texts = template("texts", model["texts"])
+    texts = template("text/texts", model["texts"])
     set_parameter(texts, "parameters_from", model["entry"])
     if not spec.score_label:
         answer_outputs(texts, spec.task, count)
-    classifier = template("classifier", model["classifier"])
+    classifier = template("text/classifier", model["classifier"])
     classifier.output[0].name = meta["outputs"][0]
     classifier.output[0].dims[:] = [count]
     own = {key: getattr(spec, key) for key in CLASSIFIER_KEYS if key in spec.given}

@@ -42,6 +42,9 @@ TEXT_ENCODERS = {
 # Image classifiers, added the same way (`--task image-classification`): a ViT whose processor resizes to its size,
 # and a ConvNeXt whose processor resizes the shorter side and crops (crop_pct). Name -> checkpoint.
 IMAGE_CLASSIFIERS = {"pets": "vit", "scenes": "convnext"}
+# A classifier of normalised pixels of any size, as ResNet-50 is served (`--input pixels`): a ResNet of four labels,
+# its merges priced by the run times its export measured (the default `cost` policy). Name -> checkpoint.
+PIXEL_CLASSIFIERS = {"shapes": "resnet"}
 
 # Users' own pre- and post-processing (`--task pipeline`): a module of tests/pipelines/, copied beside its networks'
 # graphs as a user keeps them, then added by `kit add` alone. Name -> each network's graph writer, by file.
@@ -54,8 +57,8 @@ PIPELINE_MODULES = REPO_ROOT / "tests" / "pipelines"
 
 @pytest.fixture(scope="session")
 def checkpoints(tmp_path_factory) -> Path:
-    """The generated checkpoints' folder (tests.checkpoints): bert/, distilbert/, bert_encoder/, mpnet/, vit/ and
-    convnext/."""
+    """The generated checkpoints' folder (tests.checkpoints): bert/, distilbert/, bert_encoder/, mpnet/, vit/,
+    convnext/ and resnet/."""
     root = tmp_path_factory.mktemp("checkpoints")
     subprocess.run([export_python(), "-m", "tests.checkpoints", "make", "--out", str(root)], cwd=REPO_ROOT, check=True)
     return root
@@ -77,6 +80,9 @@ def brought_models(tmp_path_factory, checkpoints) -> dict[str, ModelSpec]:
         assert kit_main([*args, "--models", str(root / "models")]) == 0
     for name, checkpoint in IMAGE_CLASSIFIERS.items():
         args = ["add", name, "--task", "image-classification", "--from", str(checkpoints / checkpoint)]
+        assert kit_main([*args, "--models", str(root / "models")]) == 0
+    for name, checkpoint in PIXEL_CLASSIFIERS.items():
+        args = ["add", name, "--task", "image-classification", "--input", "pixels", "--from", str(checkpoints / checkpoint)]
         assert kit_main([*args, "--models", str(root / "models")]) == 0
     for name, graphs in PIPELINES.items():
         folder = root / "pipelines" / name

@@ -81,6 +81,12 @@ IMAGE = 'task = "image-classification"\nsource = "../labelled"\n'
         ('task = "image-classification"\nsource = "../mlp.onnx"\n', "source", "not a checkpoint folder"),
         (IMAGE + "max_batch_size = 0\n", "max_batch_size", "batches the images of concurrent requests"),
         (IMAGE + "max_chars = 300\n", "max_chars", "is not a key of the image-classification task"),
+        (IMAGE + 'input = "video"\n', "input", "it is one of image, pixels"),
+        (IMAGE + 'merge_policy = "cost"\n', "merge_policy", 'is for images sent as pixels; set input = "pixels"'),
+        (IMAGE + 'input = "pixels"\nmerge_policy = "greedy"\n', "merge_policy", "one of none, equal_shapes, paddle, cost"),
+        (IMAGE + 'input = "pixels"\nmax_image_pixels = 0\n', "max_image_pixels", "at least one pixel"),
+        (IMAGE + "num_labels = -2\n", "num_labels", "is negative"),
+        (TEXT + 'input = "pixels"\n', "input", "is not a key of the text-classification task"),
     ],
 )
 def test_a_mistake_in_a_spec_names_the_spec_and_the_key(graphs, tmp_path, text, key, words):
@@ -177,6 +183,18 @@ def test_kit_add_refuses_a_text_checkpoint_as_an_image_classifier_and_writes_no_
     assert not (tmp_path / "models" / "words.toml").exists()
 
 
+def test_kit_add_refuses_a_checkpoint_of_pixels_that_is_no_resnet_and_writes_no_spec(tmp_path, capsys):
+    """Only a ResNet's graph is exported for padded images of any size: another checkpoint stops at `kit add`."""
+    checkpoint = tmp_path / "vision"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text(json.dumps({"model_type": "vit", "architectures": ["ViTForImageClassification"]}))
+    args = ["add", "vision", "--task", "image-classification", "--input", "pixels", "--from", str(checkpoint)]
+    assert kit_main([*args, "--models", str(tmp_path / "models")]) == 2
+    error = capsys.readouterr().err
+    assert "vision.toml: `source` cannot be exported as a ResNet image classifier" in error, error
+    assert not (tmp_path / "models" / "vision.toml").exists()
+
+
 def test_kit_list_shows_the_kits_own_specs_beside_the_users(graphs, tmp_path, capsys):
     """RADAR is a spec like a user's: `kit list` shows what the build derives from it, marked as shipped."""
     folder = graphs / tmp_path.name
@@ -185,3 +203,4 @@ def test_kit_list_shows_the_kits_own_specs_beside_the_users(graphs, tmp_path, ca
     lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
     assert "text-classification" in lines["radar"] and "TEXT -> SCORE, CHUNK_SCORES, CHUNK_SPANS  /v1/radar" in lines["radar"]
     assert lines["radar"].endswith("(shipped)") and not lines["scores"].endswith("(shipped)")
+    assert "image-classification" in lines["resnet50"] and "INPUT -> PROBS  /v1/resnet50  (shipped)" in lines["resnet50"]

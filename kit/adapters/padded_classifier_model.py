@@ -1,6 +1,7 @@
-"""Triton adapter for resnet50: the dynamic batcher hands over concurrent requests of different image
-shapes together (allow_ragged_batch); the merge policy groups them, each group is padded and sent to
-the backbone as one BLS request, all groups in flight at once, and each request gets its own rows."""
+"""Triton adapter for the entry of an image classifier of pixels (kit.control.image_task, ResNet-50's among them): the
+dynamic batcher hands over concurrent requests of different image shapes together (allow_ragged_batch); the merge
+policy groups them, each group is padded and sent to the backbone as one BLS request, all groups in flight at once,
+and each request gets its own rows."""
 
 import asyncio
 
@@ -49,7 +50,8 @@ class TritonPythonModel:
         if policy == "cost":  # priced by a device table where the profile names one, else as measured at export
             cost = priced_cost_model(self.settings, version_dir) or cost_model(version_dir / self.settings.cost_model)
         self.plan = make_planner(policy, int(config["max_batch_size"]), cost)
-        self.metrics = PaddingMetrics(args["model_name"])
+        self.name = args["model_name"]
+        self.metrics = PaddingMetrics(self.name)
 
     async def classify(self, images):
         pixel_values, sizes = pad_group(images)
@@ -75,7 +77,7 @@ class TritonPythonModel:
         for group, result in zip(plan, results):
             if isinstance(result, Exception):
                 for i in group:
-                    responses[accepted[i]] = error_response(f"resnet50 failed: {result}", "UNAVAILABLE")
+                    responses[accepted[i]] = error_response(f"{self.name} failed: {result}", "UNAVAILABLE")
                 continue
             self.metrics.record(shapes, group)
             for i, probs in zip(group, result):
