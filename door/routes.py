@@ -218,9 +218,7 @@ class Routes:
             array = await run_in_threadpool(float32_array, body.data, (channels, height, width))
             tensor = array[np.newaxis] if served.batched else array
             outputs = await self.upstream.infer(model, {"INPUT": tensor}, request.state.request_id)
-            probs = outputs["PROBS"].reshape(-1)
-            top = np.argsort(-probs, kind="stable")[:5]
-            return {"probs": probs.tolist(), "top": [{"index": int(i), "prob": float(probs[i])} for i in top]}
+            return classes_result(outputs["PROBS"].reshape(-1))
 
         pixels_route.__name__, pixels_route.__doc__ = model, doc
         self.router.add_api_route(
@@ -319,6 +317,12 @@ def float32_array(text: str, shape: tuple[int, ...]) -> np.ndarray:
     if len(raw) != want:
         raise Problem(422, "invalid-request", f"data holds {len(raw)} bytes; shape {list(shape)} needs {want} (float32)")
     return np.frombuffer(raw, dtype="<f4").reshape(shape)
+
+
+def classes_result(probs: np.ndarray, top: int = 5) -> dict:
+    """A pixel classifier's answer: every class's probability, and the `top` most probable classes."""
+    best = np.argsort(-probs, kind="stable")[:top]
+    return {"probs": probs.tolist(), "top": [{"index": int(i), "prob": float(probs[i])} for i in best]}
 
 
 def score_result(outputs) -> dict:

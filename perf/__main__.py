@@ -10,7 +10,8 @@ A spec's `workload` (perf.workloads: radar, radar-precision, ocr, resnet) picks 
 baselines; `--model NAME` measures the model of models/NAME.toml, or of a shipped spec (radar), instead (an onnx spec's
 by perf.workloads.tensor
 and perf/specs/model.json, a text-classification spec's by perf.workloads.text and perf/specs/model-text.json, an
-image-classification spec's by perf.workloads.image and perf/specs/model-image.json, unless --spec names another).
+image-classification spec's by perf.workloads.image and perf/specs/model-image.json, one of pixels by
+perf.workloads.pixels and perf/specs/model-pixels.json, unless --spec names another).
 A sweep writes results.json, sweeps.csv, probes.csv, plots and REPORT.md into --out; when --out is the workload's
 folder under perf/results/, the index perf/RESULTS.md is regenerated too. A suite spec runs each of its specs into a
 subfolder of --out and writes an index of them there. The command exits 1 when a step failed or was skipped (a
@@ -38,6 +39,7 @@ from perf.engine.workload import Workload
 from perf.workloads import WORKLOADS
 from perf.workloads.image import ImageModelWorkload
 from perf.workloads.pipeline import PipelineModelWorkload
+from perf.workloads.pixels import PixelsWorkload
 from perf.workloads.tensor import TensorModelWorkload
 from perf.workloads.text import TextModelWorkload
 
@@ -96,7 +98,8 @@ def run_model(args: argparse.Namespace, argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    w = MODEL_WORKLOADS[specs[args.model].task](specs[args.model])
+    chosen = specs[args.model]
+    w = PixelsWorkload(chosen) if chosen.input == "pixels" else MODEL_WORKLOADS[chosen.task](chosen)
     spec = load_spec(args.spec or w.sweep_spec)
     spec["path"] = os.path.relpath(spec["path"], REPO_ROOT)
     spec["model"] = os.path.relpath(w.folder, REPO_ROOT)  # the report names it as the command did

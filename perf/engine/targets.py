@@ -55,6 +55,7 @@ def variant_profile(workload: Workload, setting: dict) -> dict:
     d = workload.deployment
     base = load_profile(d.profile)
     placed = {m: g.placement(base["models"]) for s in workload.specs.values() for m, g in task_of(s).models(s).items()}
+    setting = workload.by_role(setting)
     models = {m: merged(placed.get(m) or base["models"].get(m, {}), setting.get(m, {})) for m in workload.models}
     for settings in models.values():
         if settings.get("runner") == "torch":

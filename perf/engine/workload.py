@@ -89,6 +89,12 @@ class Workload:
         bound.deployment = Deployment.of(spec)
         return bound
 
+    def by_role(self, setting: dict) -> dict:
+        """`setting` with the models it names by role (`@entry`, `@workers`: no model's name can start with @) named
+        as this workload's, so that one sweep spec fits the workload of any spec's model."""
+        roles = {"@entry": self.entry, "@workers": self.workers}
+        return {roles.get(model, model): settings for model, settings in setting.items()}
+
     @property
     def key(self) -> str:
         return f"{self.item}s_per_s"

@@ -2,8 +2,8 @@
 
 from perf.engine.workload import Workload
 from perf.workloads.ocr import OCR
+from perf.workloads.pixels import RESNET
 from perf.workloads.radar import RADAR
 from perf.workloads.radar_precision import RADAR_PRECISION
-from perf.workloads.resnet import RESNET
 
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (RADAR, RADAR_PRECISION, OCR, RESNET)}

@@ -18,8 +18,8 @@ from perf.engine.inputs import InputSet, write_pair
 from perf.engine.report import write_index
 from perf.engine.targets import make_target
 from perf.workloads.ocr import OCR
+from perf.workloads.pixels import RESNET
 from perf.workloads.radar import RADAR
-from perf.workloads.resnet import RESNET
 from tests.conftest import ARTIFACTS
 
 
@@ -290,9 +290,9 @@ def test_every_design_serves_the_same_simulated_device_and_the_report_projects_i
     assert "spends <= 1000 ms of server CPU per chunk" in report and "-> **missed**" not in report
 
 
-def sweep_spec_model(tmp_path: Path, spec: ModelSpec, limit: dict, unit: str) -> dict:
+def sweep_spec_model(tmp_path: Path, spec: ModelSpec, limit: dict, unit: str, **override) -> dict:
     """A short `python -m perf sweep --model NAME` of a spec's model: every design ran and answered (in `unit`/s)."""
-    short = {"window": {"warmup_s": 0.5, "duration_s": 1.0}, "sweep": {"concurrency": [4]}, "limit": limit}
+    short = {"window": {"warmup_s": 0.5, "duration_s": 1.0}, "sweep": {"concurrency": [4]}, "limit": limit, **override}
     models = tmp_path / "no-specs" if spec.shipped else spec.path.parent  # a shipped spec is found by its name alone
     args = ["sweep", "--model", spec.name, "--models", str(models), "--out", str(tmp_path)]
     assert perf([*args, "--work", str(tmp_path / "work"), "--override", json.dumps(short)]) == 0
@@ -338,6 +338,19 @@ def test_an_image_classifier_from_a_spec_is_benchmarked_against_the_hand_rolled_
     report = (tmp_path / "REPORT.md").read_text()
     assert "FastAPI + asyncio batcher" in report and "## The limit" in report and "scenes_pixels" in report
     assert "-> **met**" in report.split("served results within")[1].splitlines()[0]
+
+
+def test_a_classifier_of_pixels_from_a_spec_is_benchmarked_against_the_hand_rolled_designs_by_name(tmp_path, brought_models):
+    """`python -m perf sweep --model NAME` on an image-classification spec of pixels: the same images of many sizes to
+    the kit (merged by its cost rule), the door and every hand-rolled design on the same graph, the limit in-process,
+    and the served probabilities checked against the graph on each image alone."""
+    cost_only = {"kit": [{"@entry": {"parameters": {"merge_policy": "cost"}}}]}
+    results = sweep_spec_model(tmp_path, brought_models["shapes"], {"passes": 1}, "images", targets=cost_only)
+    check = results["accuracy"]
+    assert check["max_abs_diff"] <= 1e-4 and check["top1_agreement"] == 1.0, check
+    assert results["limit"]["best"]["images_per_s"] > 0 and not results["errors"]
+    report = (tmp_path / "REPORT.md").read_text()
+    assert "FastAPI + asyncio batcher" in report and "## The limit" in report and "padding waste" in report
 
 
 def test_a_pipeline_from_a_spec_is_benchmarked_against_the_hand_rolled_designs_by_name(tmp_path, brought_models):

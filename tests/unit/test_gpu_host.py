@@ -16,8 +16,8 @@ from perf.engine.spec import load_spec
 from perf.engine.sweep import COMMIT_ENV, source_commit
 from perf.engine.targets import variant_profile
 from perf.workloads import WORKLOADS
+from perf.workloads.pixels import RESNET
 from perf.workloads.radar import RADAR
-from perf.workloads.resnet import RESNET
 
 # --- carry ----------------------------------------------------------------------------------------------------
 

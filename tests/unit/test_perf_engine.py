@@ -11,9 +11,10 @@ from perf.engine.load import Window
 from perf.engine.perf_analyzer import Load
 from perf.engine.report import collapsed
 from perf.engine.spec import load_spec
+from perf.engine.targets import variant_profile
 from perf.engine.verdicts import judge
+from perf.workloads.pixels import RESNET
 from perf.workloads.radar import RADAR
-from perf.workloads.resnet import RESNET
 
 # --- budget ---------------------------------------------------------------------------------------------------
 
@@ -208,3 +209,14 @@ def test_the_sweep_fails_when_a_step_failed_or_was_skipped():
     assert not failed([clean])
     assert failed([clean, {**clean, "skipped": [{"what": "resnet", "why": "3 s left"}]}])
     assert failed([{**clean, "errors": [{"what": "starting kit", "error": "ServerError()"}]}])
+
+
+def test_a_sweep_spec_may_name_the_workloads_models_by_role():
+    """perf/specs/model-pixels.json fits any spec's classifier of pixels: `@entry` is the workload's entry, whatever
+    its name, and the variant is labelled by the entry's merge policy."""
+    profile = variant_profile(RESNET, {"@entry": {"parameters": {"merge_policy": "paddle"}}, "@workers": {"instances": 3}})
+    assert profile["models"][RESNET.entry]["parameters"]["merge_policy"] == "paddle"
+    assert profile["models"][RESNET.workers]["instances"] == 3
+    assert RESNET.label(profile["models"]) == "paddle"
+    assert RESNET.label(variant_profile(RESNET, {"@entry": {"ragged_batch": False}})["models"]) == "triton"
+    assert load_spec("model-pixels")["targets"]["kit"][0] == {"@entry": {"parameters": {"merge_policy": "none"}}}

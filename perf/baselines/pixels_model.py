@@ -1,0 +1,62 @@
+"""An image classifier of pixels (an image-classification spec with `input = "pixels"`, kit.control.image_task) as
+the hand-rolled designs load it: the spec's padded graph in one ONNX Runtime session per process, each image run at
+its own size (no padding: the hand-rolled batcher merges equal shapes only, as Triton's batcher would without the
+kit's merge). The door's JSON body in ({"shape": [3, h, w], "data": "<base64 float32>"}), the door's answer out
+({"probs", "top"}, door.routes.classes_result).
+
+    MODEL_SPEC=models/shapes.toml ORT_THREADS=2 python -m perf.baselines.flask_spec --port 5000
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+
+import numpy as np
+
+from door.routes import classes_result
+from kit.control import image_task
+from kit.control.exports import export_dir
+from kit.control.specs import ModelSpec
+from kit.pipelines.errors import InputError
+from kit.pipelines.images import check_images
+from kit.runners.onnx import make_session
+
+
+class PixelsModel:
+    """The TensorModel interface (perf.baselines.tensor_model): `arrays` of a body, `run` on rows, `answer` of a row's
+    outputs, so that every design of perf.baselines.*_spec serves it."""
+
+    inputs_in_threads = False  # a body is one base64 decode
+
+    def __init__(self, spec: ModelSpec, threads: int):
+        if not spec.shipped:
+            image_task.export(spec)  # exported again only if the checkpoint changed
+        self.max_pixels = spec.max_image_pixels
+        self.session = make_session(export_dir(spec) / "model.onnx", threads)
+
+    def arrays(self, body: object) -> dict[str, np.ndarray]:
+        """The body's image as the graph's one-row inputs; InputError where it is not a valid image."""
+        shape, data = (body.get("shape"), body.get("data")) if isinstance(body, dict) else (None, None)
+        sized = isinstance(shape, list) and len(shape) == 3 and all(isinstance(d, int) and d >= 0 for d in shape)
+        if not sized or not isinstance(data, str):
+            raise InputError('the body must be {"shape": [3, height, width], "data": "<base64 of float32 values>"}')
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            raise InputError("data is not base64") from None
+        if len(raw) != 4 * math.prod(shape):
+            raise InputError(f"data holds {len(raw)} bytes; shape {shape} needs {4 * math.prod(shape)} (float32)")
+        image = np.frombuffer(raw, dtype="<f4").reshape([1, *shape])
+        check_images(image, self.max_pixels)
+        return {"pixel_values": image, "image_sizes": np.array([shape[1:]], dtype=np.int64)}
+
+    def run(self, arrays: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return self.session.run(["probs"], arrays)
+
+    def answer(self, outputs: list[np.ndarray]) -> dict:
+        return classes_result(outputs[0].reshape(-1))
+
+    def predict(self, body: object) -> dict:
+        return self.answer(self.run(self.arrays(body)))
