@@ -4,10 +4,10 @@ $SCHEMATHESIS_HOOKS, tests/served/test_door_schema.py).
 Two things a JSON Schema cannot state, given to the generator as the document names them:
 - the image routes' bodies are images: strings of the format `image-base64` (JSON) and `binary`
   (form uploads) are drawn as real PNG, JPEG, BMP and WebP images of random sizes and colours;
-- a ResNet body's `data` holds 4 x channels x height x width bytes, and height x width is within the
-  served limit: a body generated as valid gets a shape cut to $DOOR_FUZZ_PIXELS (at most the served
-  limit, smaller to bound the run's time on a CPU) and data of its length. A body generated as
-  invalid is left as it was drawn;
+- a pixels route's body (resnet50's, any image classifier of pixels') has `data` of 4 x channels x
+  height x width bytes, and height x width is within the served limit: a body generated as valid gets
+  a shape cut to $DOOR_FUZZ_PIXELS (at most the served limit, smaller to bound the run's time on a
+  CPU) and data of its length. A body generated as invalid is left as it was drawn;
 - a tensor route's valid body is a tensor, and within what the tests' own models take (tensor_bodies).
 """
 
@@ -43,7 +43,7 @@ schemathesis.openapi.format("binary", images())
 def map_case(context, case):
     body = case.body
     valid = case.meta is not None and not case.meta.generation.mode.is_negative
-    if valid and case.path == "/v1/resnet50" and isinstance(body, dict) and "shape" in body:
+    if valid and isinstance(body, dict) and {"shape", "data"} <= set(body):  # a pixels route's (resnet50's, shapes')
         channels, height, width = (int(side) for side in body["shape"])
         budget = int(os.environ["DOOR_FUZZ_PIXELS"])
         height = min(height, budget)

@@ -4,7 +4,7 @@ the session's server. Any answer the document does not promise (a status, a medi
 that breaks its schema), any valid request refused and any invalid one accepted is a failure.
 
 Its hooks (tests/served/door_schema_hooks.py) give the generator real images where the document asks for
-images, and a ResNet body's data the length its shape needs. Invalid data may also be refused with 413,
+images, and a pixels body's data the length its shape needs. Invalid data may also be refused with 413,
 the door's answer to a body, text or image over its limit (schemathesis expects 400/422 by default).
 KIT_DOOR_SCHEMA_EXAMPLES sets the examples per operation of its fuzzing phase (10 in `make test`).
 """
