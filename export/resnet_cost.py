@@ -31,10 +31,10 @@ BATCHES = (1, 4)
 Run = Callable[[dict[str, np.ndarray]], object]
 
 
-def default_threads(model: str = "resnet50_backbone") -> int:
-    from kit.control.profiles import load_profile  # the serve venv's (tritonclient); the export venv passes threads
+def default_threads() -> int:
+    from kit.control.image_task import cpu_threads  # the serve venv's (tritonclient); the export venv passes threads
 
-    return int(load_profile("cpu")["models"].get(model, {}).get("threads", 1))
+    return cpu_threads()
 
 
 def measure(run: Run, sides=SIDES, batches=BATCHES, repeat: int = 3) -> list[tuple[int, int, float]]:

@@ -9,19 +9,21 @@ kit's merge). The door's JSON body in ({"shape": [3, h, w], "data": "<base64 flo
 
 from __future__ import annotations
 
-import base64
-import binascii
-import math
-
 import numpy as np
 
-from door.routes import classes_result
+from door.problems import Problem
+from door.routes import classes_result, float32_array
 from kit.control import image_task
 from kit.control.exports import export_dir
 from kit.control.specs import ModelSpec
 from kit.pipelines.errors import InputError
 from kit.pipelines.images import check_images
 from kit.runners.onnx import make_session
+
+
+def graph_inputs(image: np.ndarray) -> dict[str, np.ndarray]:
+    """The padded graph's inputs for one unpadded image [1, 3, H, W]: the image and its size."""
+    return {"pixel_values": image, "image_sizes": np.array([image.shape[2:]], dtype=np.int64)}
 
 
 class PixelsModel:
@@ -43,14 +45,11 @@ class PixelsModel:
         if not sized or not isinstance(data, str):
             raise InputError('the body must be {"shape": [3, height, width], "data": "<base64 of float32 values>"}')
         try:
-            raw = base64.b64decode(data, validate=True)
-        except (binascii.Error, ValueError):
-            raise InputError("data is not base64") from None
-        if len(raw) != 4 * math.prod(shape):
-            raise InputError(f"data holds {len(raw)} bytes; shape {shape} needs {4 * math.prod(shape)} (float32)")
-        image = np.frombuffer(raw, dtype="<f4").reshape([1, *shape])
+            image = float32_array(data, tuple(shape))[np.newaxis]  # as the door decodes it
+        except Problem as exc:
+            raise InputError(exc.detail) from None
         check_images(image, self.max_pixels)
-        return {"pixel_values": image, "image_sizes": np.array([shape[1:]], dtype=np.int64)}
+        return graph_inputs(image)
 
     def run(self, arrays: dict[str, np.ndarray]) -> list[np.ndarray]:
         return self.session.run(["probs"], arrays)

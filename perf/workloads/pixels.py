@@ -31,7 +31,7 @@ from kit.control.specs import ModelSpec
 from kit.control.tasks import shipped_specs
 from kit.runners.onnx import make_session
 from kit.runners.simulated import SimulatedModel
-from perf.baselines.pixels_model import PixelsModel
+from perf.baselines.pixels_model import PixelsModel, graph_inputs
 from perf.engine.inputs import InputSet
 from perf.engine.limit import CORES, in_parallel
 from perf.engine.load import tensor
@@ -69,17 +69,16 @@ def reference_probabilities(
     """One [1, 3, H, W] image's class probabilities, unpadded, in FP32 (`runner`: the backbone's parameters): the
     checkpoint on the PyTorch runner on the CPU (torch is imported only there: the serve venv has none), a simulated
     device's own function, or the exported graph on ONNX Runtime."""
-    feed = lambda image: {"pixel_values": image, "image_sizes": np.array([image.shape[2:]], dtype=np.int64)}  # noqa: E731
     if "sim_table" in runner:
         model = SimulatedModel(SOURCE / "devices" / runner["sim_table"], runner["curve"], runner["precision"], {"probs": labels})
-        return f"the simulated device's function ({runner['sim_table']})", lambda image: model(feed(image))["probs"][0]
+        return f"the simulated device's function ({runner['sim_table']})", lambda image: model(graph_inputs(image))["probs"][0]
     if "torch_model" in runner:
         from kit.runners.torch import TorchModel, TorchOptions
 
         model = TorchModel.from_checkpoint(model_dir / "checkpoint", ["probs"], TorchOptions("fp32", "cpu"))
-        return "the checkpoint in FP32 on the CPU (the PyTorch runner)", lambda image: model(feed(image))["probs"][0]
+        return "the checkpoint in FP32 on the CPU (the PyTorch runner)", lambda image: model(graph_inputs(image))["probs"][0]
     session = make_session(model_dir / "model.onnx", CORES)
-    return "model.onnx on ONNX Runtime", lambda image: session.run(["probs"], feed(image))[0][0]
+    return "model.onnx on ONNX Runtime", lambda image: session.run(["probs"], graph_inputs(image))[0][0]
 
 
 class PixelsWorkload(SpecBaselines, Workload):
@@ -242,15 +241,11 @@ RESNET = PixelsWorkload(shipped_specs(SOURCE)["resnet50"], "resnet", "ResNet50")
 def limit_job(spec: ModelSpec, images: list[np.ndarray], threads: int, passes: int):
     """The limit's work in one process: `images` [1, 3, H, W] each run alone through the graph, `passes` times."""
     model = PixelsModel(spec, threads)
-
-    def feed(image: np.ndarray) -> dict[str, np.ndarray]:
-        return {"pixel_values": image, "image_sizes": np.array([image.shape[2:]], dtype=np.int64)}
-
-    model.run(feed(images[0]))  # warm-up, outside the time
+    model.run(graph_inputs(images[0]))  # warm-up, outside the time
 
     def work() -> None:
         for _ in range(passes):
             for image in images:
-                model.run(feed(image))
+                model.run(graph_inputs(image))
 
     return work
