@@ -87,7 +87,7 @@ $(TINY_RADAR)/config.json: export/standins.py | $(VENV)/export/.installed
 	$(EXPORT_PY) -m export.standins --size tiny --out $(TINY_RADAR)
 
 # PP-OCRv4 det/rec/cls ship in the pinned rapidocr-onnxruntime wheel (serve venv); checksummed, rewritten, validated.
-$(OCR_ONNX): export/ocr.py export/onnx_validate.py kit/pipelines/ocr/recognize.py samples/images.py | $(VENV)/serve/.installed
+$(OCR_ONNX): export/ocr.py export/onnx_validate.py ocr/recognize.py samples/images.py | $(VENV)/serve/.installed
 	$(SERVE_PY) -m export.ocr --out $(ARTIFACTS)/ocr
 
 # ResNet-50 for padded mixed-shape batches (RESNET_MODEL, default a random-weight stand-in), then its

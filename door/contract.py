@@ -79,6 +79,7 @@ class Served:
     labels: tuple[str, ...] = ()  # a labelled answer: its label names, in its SCORES' order
     dimensions: int = 0  # a text embedding: the length of its EMBEDDING
     schema: dict = field(default_factory=dict)  # a JSON document's answer: its JSON Schema
+    image_limits: tuple[int, int] = (0, 0)  # an image's answer: the most bytes and pixels of an encoded image
 
     def datatype(self, name: str) -> str:
         return wire_type(self.spec.inputs[name][0])
@@ -163,7 +164,18 @@ def served(model: str, config: mc.ModelConfig) -> Served:
         extra["dimensions"] = next(t.dims[0] for t in config.output if t.name == "EMBEDDING")
     if answer == "image-document":
         extra["schema"] = json.loads(params[DOOR_SCHEMA])
+    if spec.inputs is IMAGE:
+        extra["image_limits"] = image_limits(model, params)
     return Served(spec, settings, batched, dims, **common, **extra)
+
+
+def image_limits(model: str, params: dict[str, str]) -> tuple[int, int]:
+    """The limits the model holds an encoded image to (its `max_image_bytes` and `max_pixels`), which the route
+    checks first, whichever settings the model reads them into."""
+    try:
+        return int(params["max_image_bytes"]), int(params["max_pixels"])
+    except (KeyError, ValueError):
+        raise ContractError(f"{model}: an image model's entry states its max_image_bytes and max_pixels") from None
 
 
 def canary_of(model: str, text_model: Served) -> GoldenSet:

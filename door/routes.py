@@ -162,8 +162,7 @@ class Routes:
         type `result`, or a JSON document of the JSON Schema `document`."""
         served = self.contract[model]
         path = served.route
-        settings = served.settings
-        max_bytes, max_pixels = settings.max_image_bytes, settings.max_pixels
+        max_bytes, max_pixels = served.image_limits
         schema = schemas.image_request(max_bytes, max_pixels)
         self.caps[path] = math.ceil(max_bytes * 4 / 3) + ENVELOPE
         form = {

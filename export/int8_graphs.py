@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import copy
 import json
 import time
 from difflib import SequenceMatcher
@@ -39,12 +38,12 @@ from onnx import version_converter
 from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic, quantize_static
 from onnxruntime.quantization.shape_inference import quant_pre_process
 
-from kit.adapters.settings import OcrModelSettings
-from kit.control.configs import load_source_config, parameters
 from kit.pipelines.encoded_images import decode_image
-from kit.pipelines.ocr.pipeline import OcrPipeline
-from kit.pipelines.ocr.recognize import character_table
-from kit.runners.onnx import OcrEngines, make_session
+from kit.runners.onnx import make_session
+from ocr.pipeline import OcrPipeline
+from ocr.reader import NetworkEngines
+from ocr.recognize import character_table
+from perf.baselines.ocr_model import ocr_engines, ocr_settings
 from perf.engine.tables import table
 from perf.probes.output import command_line, emit
 from samples.images import mixed_images
@@ -88,7 +87,7 @@ class Feeds(CalibrationDataReader):
 class Recorder:
     """Engines that keep what the pipeline sends the detector and the recogniser: realistic inputs to calibrate and time."""
 
-    def __init__(self, engines: OcrEngines):
+    def __init__(self, engines: NetworkEngines):
         self.engines, self.det, self.rec = engines, [], []
 
     async def detect(self, images):
@@ -184,9 +183,10 @@ class Judge:
     """The judged images, FP32's texts of them, and the inputs the pipeline sent the networks (to calibrate and time)."""
 
     def __init__(self, args: argparse.Namespace):
-        settings = OcrModelSettings.from_parameters(parameters(load_source_config("ocr"))).pipeline
+        settings = ocr_settings().pipeline
         characters = character_table((args.ocr / "rec" / "characters.txt").read_text(encoding="utf-8").splitlines())
-        self.pipeline, self.engines = OcrPipeline(characters, settings), OcrEngines(args.ocr, threads=1)
+        self.pipeline, self.engines = OcrPipeline(characters, settings), ocr_engines(args.ocr, threads=1)
+        self.ocr = args.ocr
         generated = [(d.data, d.lines) for d in documents()] + [(h.data, None) for h in health_codes()]
         rendered = []
         if args.rendered:
@@ -215,8 +215,7 @@ class Judge:
             return {} if name == "FP32" else top1_agreement(paths["FP32"], paths[name], self.resnet)
         if name == "FP32":
             return {"known_text_accuracy": known_accuracy(self.reference, self.truth)}
-        swapped = copy.copy(self.engines)
-        swapped.sessions = {**self.engines.sessions, graph: make_session(paths[name], 1)}
+        swapped = ocr_engines(self.ocr, threads=1, replaced={graph: paths[name]})
         return texts_against(self.reference, read_all(self.pipeline, swapped, self.images), self.truth)
 
 

@@ -235,7 +235,7 @@ def validate_det(source: Path, target: Path) -> dict:
 
 
 def validate_cls(source: Path, target: Path) -> dict:
-    from kit.pipelines.ocr.recognize import cls_batch
+    from ocr.recognize import cls_batch
 
     batch = cls_batch(sample_crops())
     (want,) = session(source).run(None, {session(source).get_inputs()[0].name: batch})
@@ -248,7 +248,7 @@ def validate_cls(source: Path, target: Path) -> dict:
 
 def validate_rec(source: Path, target: Path, characters: list[str]) -> dict:
     """Decode both graphs' outputs with the same CTC decoder: texts must be identical."""
-    from kit.pipelines.ocr.recognize import ctc_decode, rec_batch, rec_width
+    from ocr.recognize import ctc_decode, rec_batch, rec_width
 
     original, rewritten = session(source), session(target)
     table = ["blank", *characters, " "]

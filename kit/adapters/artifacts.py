@@ -1,6 +1,6 @@
 """Load what the export wrote into a model's version folder (or an export folder) into pipelines.
 
-OCR's loader is in kit.adapters.ocr, so that RADAR and ResNet adapters do not load OpenCV."""
+OCR's is its pipeline module's (model_repository/ocr_pipeline.py), so that RADAR and ResNet adapters do not load OpenCV."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kit.adapters.settings import PipelineSettings
 from kit.adapters.triton import infer
 from kit.pipelines.batching.padding import split_rows
 from kit.pipelines.custom import Definition, DefinitionError, Networks, answer, definition
@@ -42,6 +43,20 @@ def load_definition(path: Path) -> Definition:
     return definition(vars(module), str(path))
 
 
+def ready_definition(path: Path, settings: PipelineSettings, folder: Path) -> Definition:
+    """The pipeline at `path`, loaded with its module's settings from the entry's parameters (a SettingsError when
+    they do not fit its SETTINGS) and `folder`, where its files are."""
+    pipeline = load_definition(path)
+    return pipeline.loaded(settings.module_settings(pipeline.settings), folder)
+
+
+def pipeline_networks(pipeline: Definition, settings: PipelineSettings, folder: Path) -> Networks:
+    """The networks as the entry's `engines` say: models of this server, or its graphs in this process."""
+    if settings.engines == "in_process":
+        return in_process_networks(pipeline, folder, settings.max_rows, settings.intra_op_threads)
+    return served_networks(settings.networks, settings.max_rows)
+
+
 def in_process_networks(pipeline: Definition, folder: Path, max_rows: int = 0, threads: int = 1) -> Networks:
     """The pipeline's graphs (beside its module, in `folder`) run by ONNX Runtime in this process."""
     from kit.runners.onnx import Graphs  # onnxruntime only where the networks run in this process
@@ -64,16 +79,17 @@ def served_networks(models: str, max_rows: int) -> Networks:
 
 
 async def answer_many(
-    pipeline: Definition, requests: list[dict[str, np.ndarray]], networks: Networks
+    pipeline: Definition, requests: list[dict[str, np.ndarray]], networks: Networks, rows: bool = True
 ) -> list[dict[str, np.ndarray] | Exception]:
     """Each request's answer or its own exception. The requests of one shape run as one batch of rows, one `run` and
     one call per network for all of them (`kit add` checked that rows do not change each other), as a hand-rolled
-    batcher runs its queue; when a group's run fails, its requests run one by one, so only a bad one fails."""
+    batcher runs its queue; when a group's run fails, its requests run one by one, so only a bad one fails. Requests
+    without rows (`rows` false: an unbatched entry's) each run alone, concurrently."""
     results: list[dict[str, np.ndarray] | Exception] = [RuntimeError("not run")] * len(requests)
 
     async def alone(index: int) -> None:
         try:
-            results[index] = await answer(pipeline, requests[index], networks)
+            results[index] = await answer(pipeline, requests[index], networks, rows)
         except Exception as exc:  # the request's own: bad input, a refused network, a bug in `run`
             results[index] = exc
 
@@ -89,5 +105,6 @@ async def answer_many(
         for position, i in enumerate(indices):
             results[i] = {name: rows[position] for name, rows in parts.items()}
 
-    await asyncio.gather(*(together(g) if len(g) > 1 else alone(g[0]) for g in group_by_shape(requests)))
+    groups = group_by_shape(requests) if rows else [[i] for i in range(len(requests))]
+    await asyncio.gather(*(together(g) if len(g) > 1 else alone(g[0]) for g in groups))
     return results

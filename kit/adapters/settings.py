@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 import typing
-from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
 from kit.pipelines.batching.merge import POLICIES
-from kit.pipelines.ocr.settings import OcrSettings
 
 S = TypeVar("S", bound="Settings")
 TRUE, FALSE = ("true", "1", "yes"), ("false", "0", "no")
@@ -153,44 +152,53 @@ class ImageClassifierSettings(Settings):
     labels: str = ""
 
 
+PIPELINE_ENGINES = ("bls", "in_process")
+
+
 @dataclass(frozen=True)
 class PipelineSettings(Settings):
     """A pipeline spec's entry (kit.control.pipeline_task, kit/adapters/pipeline_model.py): `pipeline_module`, the
     user's module's file in the version folder (kit.pipelines.custom); `networks`, the builder's JSON of each
-    network's model and output names; `max_rows`, the most rows a network takes in one call (its max_batch_size);
-    `requests_in_flight`, how many requests may be under way at once, the rest waiting in Triton's bounded queue."""
+    network's model and output names; `max_rows`, the most rows a network takes in one call (0: as `run` sends them);
+    `requests_in_flight`, how many requests may be under way at once, the rest waiting in Triton's bounded queue.
+    `engines`: how the entry runs its networks: `bls`, as requests to their models of the server (whose batchers merge
+    the calls of concurrent requests: what a GPU wants), or `in_process`, ONNX Runtime sessions of
+    `intra_op_threads` in the entry's own process, on the graphs linked into its version folder (no hop: on a few CPU
+    cores, where batching buys little, each instance then works as a whole in-process pipeline does).
+    `parameters_from`: an entry whose parameters this one takes where it sets none, at build time. Every other
+    parameter is the module's own (`module`), read into its SETTINGS (kit.adapters.custom_pipeline)."""
 
     pipeline_module: str
     networks: str
     max_rows: int
     requests_in_flight: int
-
-
-OCR_ENGINES = ("bls", "in_process")
-
-
-@dataclass(frozen=True)
-class OcrModelSettings(Settings):
-    """A text reader's entry, or a model that reads text alike because it inherits the entry's parameters at build
-    time from the model `parameters_from` names. `engines`: how the entry runs the three networks: `bls`, as
-    requests to the det / cls / rec models of the server (their batchers merge the work of concurrent images: what
-    a GPU wants), or `in_process`, ONNX Runtime sessions of `intra_op_threads` in the entry's own process, from the
-    exports linked into its version folder (no hop: on a few CPU cores, where batching buys little, each instance
-    then works as a whole in-process pipeline does)."""
-
-    det_model: str
-    cls_model: str
-    rec_model: str
-    max_image_bytes: int
-    max_pixels: int
     engines: str = "bls"
     intra_op_threads: int = 1
     parameters_from: str = ""
-    pipeline: OcrSettings = field(default_factory=OcrSettings)
+    module: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
-        if self.engines not in OCR_ENGINES:
-            raise SettingsError(f"engines {self.engines!r} is not one of {OCR_ENGINES}")
+        if self.engines not in PIPELINE_ENGINES:
+            raise SettingsError(f"engines {self.engines!r} is not one of {PIPELINE_ENGINES}")
+
+    @classmethod
+    def from_parameters(cls, params: dict[str, str]) -> PipelineSettings:
+        known = keys(cls) - {"module"}
+        own = {key: value for key, value in params.items() if key in known}
+        module = tuple(sorted((k, v) for k, v in params.items() if k not in known and not k.startswith(DOOR_PREFIX)))
+        return replace(parse(cls, own), module=module)
+
+    def module_settings(self, kind: type | None) -> object:
+        """The module's SETTINGS (a dataclass) from its parameters; None where it declares none (and then has none)."""
+        module = dict(self.module)
+        if kind is None:
+            if module:
+                raise SettingsError(f"parameters {sorted(module)} are the module's, but it declares no SETTINGS")
+            return None
+        unknown = sorted(set(module) - keys(kind))
+        if unknown:
+            raise SettingsError(f"{kind.__name__}: unknown parameters {unknown} (known: {sorted(keys(kind))})")
+        return parse(kind, module)
 
 
 @dataclass(frozen=True)
@@ -304,8 +312,8 @@ class SimRunnerSettings(RunnerSettings):
 
 # Settings by a parameter only their models have, the first that a config holds: a runner's model file, a text
 # classifier's texts (`batches_in_flight`) and its entry (`classifier`), an image classifier's entry and pixels model
-# (`pixels_model`, the pixels model's inherited), a text reader (`det_model`, its detector, which a model reading
-# alike inherits), a pixel classifier (`backbone`), whatever the model's name.
+# (`pixels_model`, the pixels model's inherited), a pipeline's entry (`pipeline_module`), a pixel classifier
+# (`backbone`), whatever the model's name.
 PARAMETER_SETTINGS: dict[str, type[Settings]] = {
     "onnx_model": OnnxRunnerSettings,
     "torch_model": TorchRunnerSettings,
@@ -314,7 +322,6 @@ PARAMETER_SETTINGS: dict[str, type[Settings]] = {
     "classifier": TextSettings,
     "pixels_model": ImageClassifierSettings,
     "pipeline_module": PipelineSettings,
-    "det_model": OcrModelSettings,
     "backbone": PixelClassifierSettings,
 }
 

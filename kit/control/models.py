@@ -67,6 +67,16 @@ def add(name: str, task: str, source: Path, folder: Path, settings: dict, replac
     return path
 
 
+def parameter_table(pairs: list[str]) -> dict[str, str]:
+    table = {}
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        if not equals or not key.isidentifier():
+            raise SystemExit(f"error: --parameter {pair!r} is not KEY=VALUE")
+        table[key] = value
+    return table
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kit", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -96,6 +106,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     a.add_argument("--merge-policy", choices=MERGE_POLICIES, help="image-classification of pixels (default: cost)")
     a.add_argument("--score-label", help="text-classification: answer this label's probability alone (default: every label's)")
+    a.add_argument(
+        "--parameter",
+        action="append",
+        metavar="KEY=VALUE",
+        help="pipeline: a setting of the module's SETTINGS (repeat for each); the spec's `parameters`",
+    )
     a.add_argument("--route", help="the door's path (default /v1/<name>)")
     a.add_argument("--replace", action="store_true", help="write over an existing spec of that name")
     a.add_argument("--models", type=Path, default=MODELS, help="the folder of model specs")
@@ -110,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             given["score_label"] = args.score_label
             given |= {"pooling": args.pooling, "normalize": args.normalize}
             given |= {"input": args.input, "merge_policy": args.merge_policy}
+            given["parameters"] = parameter_table(args.parameter) if args.parameter else None
             settings = {key: value for key, value in given.items() if value is not None}
             path = add(args.name, args.task, args.source, args.models, settings, args.replace)
             print(f"wrote {path}; `make serve` serves it at {read_spec(path).door_route} (docs/MODELS.md)")

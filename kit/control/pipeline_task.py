@@ -2,10 +2,14 @@
 module (kit.pipelines.custom: NETWORKS, INPUTS, OUTPUTS and `async def run(inputs, networks)`).
 
 A spec `NAME` becomes the entry `NAME`, a Python model on kit/adapters/pipeline_model.py whose tensors are the
-module's INPUTS and OUTPUTS (rows first, batched as the spec says, with a bounded queue), and one model
-`NAME_<network>` per graph of NETWORKS, configured as the `onnx` task configures a graph (kit.control.onnx_task)
-and placed in each profile as such a model is. The entry calls them over BLS, so the network calls of concurrent
-requests are batched together, and the door serves the entry's tensors at its route.
+module's INPUTS and OUTPUTS (rows first, batched as the spec says, with a bounded queue; or, with max_batch_size 0,
+one request's tensors whole, one request at a time per instance), and one model `NAME_<network>` per graph of
+NETWORKS, configured as the `onnx` task configures a graph (kit.control.onnx_task) and placed in each profile as such
+a model is. A network the spec's `networks` maps to a committed model of the repository is that model instead (two
+pipelines may share one, and their calls meet in its batcher). The entry calls them over BLS, so the network calls of
+concurrent requests are batched together, or, where a profile sets its `engines` to `in_process`, runs their graphs
+in its own process. The spec's `parameters` are the module's SETTINGS (`parameters_from` takes another entry's where
+it sets none); the door serves the entry at its route, as `door_answer` says (every tensor by name by default).
 
 `kit add`'s check loads the module and its graphs and runs the pipeline in this process (kit.adapters.
 custom_pipeline) on random rows (or the module's EXAMPLE), batched and one row at a time: its answers must fit
@@ -24,13 +28,17 @@ import numpy as np
 from tritonclient.grpc import model_config_pb2 as mc
 
 from kit.adapters.custom_pipeline import in_process_networks, load_definition
-from kit.control.configs import config_type, set_parameter
+from kit.adapters.settings import PipelineSettings, SettingsError, keys, parse
+from kit.control.configs import SOURCE, RepositoryError, config_type, load_source_config, set_parameter
 from kit.control.onnx_task import ATOL, CHECK_ROWS, RTOL, bounded_batching, example_inputs, graph_files, onnx_config
-from kit.control.specs import DOOR_ROUTE, ModelSpec
+from kit.control.specs import DOOR_ANSWER, DOOR_ROUTE, DOOR_SCHEMA, KEYS, ModelSpec
 from kit.pipelines.custom import Definition, DefinitionError, answer
 
 MODULE = "pipeline.py"  # the module's name in the entry's version folder
 IN_FLIGHT_PER_BATCH = 4  # requests under way at once, in full batches of the entry
+UNBATCHED_QUEUE = 512  # requests an unbatched entry's queue holds before it refuses
+# Requests an unbatched entry instance runs at once: their network calls meet in the networks' batchers.
+UNBATCHED_IN_FLIGHT = 8
 
 
 @functools.lru_cache(maxsize=16)
@@ -40,13 +48,35 @@ def loaded(path: Path, modified_ns: int) -> Definition:
     return load_definition(path)
 
 
+def module_definition(path: Path) -> Definition:
+    return loaded(path, path.stat().st_mtime_ns)
+
+
+def check_module_settings(model: str, settings: PipelineSettings, files: dict[str, Path]) -> None:
+    """A pipeline entry's own parameters, inherited ones included, against its module's SETTINGS: at build time."""
+    try:
+        settings.module_settings(module_definition(files[settings.pipeline_module]).settings)
+    except (SettingsError, DefinitionError) as exc:
+        raise RepositoryError(f"{model}: {exc}") from None
+
+
 def pipeline_of(spec: ModelSpec) -> Definition:
     if spec.source_path.suffix != ".py":
         raise spec.error("source", f"names {spec.source_path.name}, not a Python module", "point it at the pipeline's .py file")
     try:
-        return loaded(spec.source_path, spec.source_path.stat().st_mtime_ns)
+        pipeline = module_definition(spec.source_path)
     except DefinitionError as exc:
         raise spec.error("source", f"does not declare a pipeline: {exc}", "see docs/MODELS.md, the pipeline task") from None
+    missing = [name for name in pipeline.files if not (spec.source_path.parent / name).is_file()]
+    if missing:
+        raise spec.error("source", f"declares FILES {missing[0]!r}, which is not a file beside it", "put it there")
+    return pipeline
+
+
+def network_rows(spec: ModelSpec) -> int:
+    """The most rows a network of the spec takes in one call: the entry's batch cap, or, behind an unbatched entry,
+    the `onnx` task's default, so that the calls of the requests in flight still meet in the network's batcher."""
+    return spec.max_batch_size or KEYS["max_batch_size"].default
 
 
 def network_spec(spec: ModelSpec, network: str, graph: str) -> ModelSpec:
@@ -56,63 +86,125 @@ def network_spec(spec: ModelSpec, network: str, graph: str) -> ModelSpec:
         raise spec.error(
             "source", f"declares the network {network!r} as {graph}, which is not a file beside it", "export it there"
         )
-    return dataclasses.replace(spec, name=f"{spec.name}_{network}", source=str(source), route="")
+    name = f"{spec.name}_{network}"
+    return dataclasses.replace(spec, name=name, source=str(source), route="", max_batch_size=network_rows(spec))
 
 
 def network_configs(spec: ModelSpec, pipeline: Definition) -> dict[str, mc.ModelConfig]:
-    """Each network's config, as the `onnx` task's but without a door route: a network is the entry's to call."""
-    networks = pipeline.networks.items()
-    return {network: onnx_config(network_spec(spec, network, graph), routed=False) for network, graph in networks}
+    """Each network's config: the committed model's the spec's `networks` names, or, as the `onnx` task's but without
+    a door route, its own graph's (a network is the entry's to call)."""
+    shared = dict(spec.networks)
+    undeclared = sorted(set(shared) - set(pipeline.networks))
+    if undeclared:
+        raise spec.error("networks", f"names {undeclared[0]!r}, which the module's NETWORKS lacks", "name its networks")
+    configs = {}
+    for network, graph in pipeline.networks.items():
+        if network not in shared:
+            configs[network] = onnx_config(network_spec(spec, network, graph), routed=False)
+            continue
+        try:
+            configs[network] = load_source_config(shared[network], spec.path.parent if spec.shipped else SOURCE)
+        except RepositoryError:
+            raise spec.error(
+                "networks", f"maps {network} to {shared[network]!r}, which is not a committed model", "name one"
+            ) from None
+    return configs
+
+
+def entry_parameters(spec: ModelSpec, pipeline: Definition, networks: dict[str, mc.ModelConfig]) -> dict[str, object]:
+    """The entry's parameters: the adapter's, the door's, and the module's own (SETTINGS, whose full check is the
+    build's, once `parameters_from` has given what the spec leaves to another entry)."""
+    own = dict(spec.parameters)
+    known = sorted(keys(pipeline.settings)) if pipeline.settings else []
+    unknown = sorted(set(own) - set(known))
+    if unknown:
+        fix = f"its SETTINGS take {', '.join(known)}" if known else "it declares no SETTINGS"
+        raise spec.error("parameters", f"holds {unknown[0]!r}, which the module does not read", fix)
+    served = {n: {"model": c.name, "outputs": [o.name for o in c.output]} for n, c in networks.items()}
+    batched = spec.max_batch_size > 0
+    in_flight = IN_FLIGHT_PER_BATCH * spec.max_batch_size if batched else UNBATCHED_IN_FLIGHT
+    door = {DOOR_ROUTE: spec.door_route}
+    if spec.door_answer:
+        door[DOOR_ANSWER] = spec.door_answer
+    if spec.door_schema:
+        try:
+            door[DOOR_SCHEMA] = json.dumps(json.loads(spec.schema_path.read_text()), separators=(",", ":"))
+        except json.JSONDecodeError as exc:
+            raise spec.error("door_schema", f"names a file that is not JSON ({exc})", "write a JSON Schema there") from None
+    return {
+        "pipeline_module": MODULE,
+        "networks": json.dumps(served, separators=(",", ":")),
+        "max_rows": network_rows(spec),
+        "requests_in_flight": spec.requests_in_flight or in_flight,
+        **({"parameters_from": spec.parameters_from} if spec.parameters_from else {}),
+        **own,
+        **door,
+    }
 
 
 def pipeline_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]:
-    """The entry's and each network's canonical config, with the profile settings the spec gives each."""
-    if spec.max_batch_size == 0:
-        raise spec.error("max_batch_size", "is 0", "a pipeline's entry takes rows first: 1 or more")
+    """The entry's and each network's canonical config, with the profile settings the spec gives each; a network
+    that is a committed model is that model's, not the spec's."""
     pipeline = pipeline_of(spec)
     networks = network_configs(spec, pipeline)
     entry = mc.ModelConfig(name=spec.name, backend="python")
     for tensors, add in ((pipeline.inputs, entry.input.add), (pipeline.outputs, entry.output.add)):
         for tensor in tensors:
             add(name=tensor.name, data_type=config_type(tensor.data_type), dims=list(tensor.dims))
-    served = {n: {"model": c.name, "outputs": [o.name for o in c.output]} for n, c in networks.items()}
-    parameters = {
-        "pipeline_module": MODULE,
-        "networks": json.dumps(served, separators=(",", ":")),
-        "max_rows": spec.max_batch_size,
-        "requests_in_flight": IN_FLIGHT_PER_BATCH * spec.max_batch_size,
-        DOOR_ROUTE: spec.door_route,
-    }
-    for key, value in parameters.items():
+    for key, value in entry_parameters(spec, pipeline, networks).items():
         set_parameter(entry, key, value)
     entry.instance_group.add(kind=mc.ModelInstanceGroup.KIND_CPU, count=1)
     bounded_batching(entry, spec)
+    if spec.max_batch_size == 0:  # no batches to wait for: the batcher is there for its bounded queue
+        entry.dynamic_batching.max_queue_delay_microseconds = 0
+        entry.dynamic_batching.default_queue_policy.max_queue_size = UNBATCHED_QUEUE
     own = {"instances": spec.instances}
-    return {spec.name: (entry, "", {})} | {config.name: (config, "", own) for config in networks.values()}
+    shared = dict(spec.networks)
+    brought = {config.name: (config, "", own) for network, config in networks.items() if network not in shared}
+    return {spec.name: (entry, "", {})} | brought
 
 
 def pipeline_files(spec: ModelSpec) -> dict[str, dict[str, Path]]:
     """The module the entry loads, and each network's graph."""
     pipeline = pipeline_of(spec)
-    files = {spec.name: {MODULE: spec.source_path}}
+    files = {spec.name: {MODULE: spec.source_path} | {name: spec.source_path.parent / name for name in pipeline.files}}
     for network, graph in pipeline.networks.items():
-        files[f"{spec.name}_{network}"] = graph_files(network_spec(spec, network, graph))
+        if network not in dict(spec.networks):
+            files[f"{spec.name}_{network}"] = graph_files(network_spec(spec, network, graph))
     return files
+
+
+def ready_pipeline(spec: ModelSpec) -> Definition:
+    """The spec's pipeline loaded as its entry loads it, with the spec's `parameters` and the module's folder."""
+    pipeline = pipeline_of(spec)
+    try:
+        settings = parse(pipeline.settings, dict(spec.parameters)) if pipeline.settings else None
+    except SettingsError as exc:
+        raise spec.error("parameters", f"do not fit the module's SETTINGS: {exc}", "set what it needs") from None
+    try:
+        return pipeline.loaded(settings, spec.source_path.parent)
+    except Exception as exc:  # the user's code: whatever load raises, say so
+        raise spec.error("source", f"fails to load: {type(exc).__name__}: {exc}", "fix load()") from None
 
 
 def check_pipeline(spec: ModelSpec) -> str:
     """`kit add`'s check: the pipeline run in this process on random rows (or its EXAMPLE), batched and one row at a
-    time."""
-    pipeline = pipeline_of(spec)
+    time; of an unbatched spec, each row as a request of its own."""
     entry, *_ = pipeline_configs(spec)[spec.name]
-    networks = in_process_networks(pipeline, spec.source_path.parent, spec.max_batch_size)
+    pipeline = ready_pipeline(spec)
+    networks = in_process_networks(pipeline, spec.source_path.parent, network_rows(spec))
     inputs = pipeline.example if pipeline.example is not None else example_inputs(entry, CHECK_ROWS)
     rows = len(next(iter(inputs.values())))
+    batched_spec = spec.max_batch_size > 0
 
     async def run(values):
-        return await answer(pipeline, values, networks)
+        return await answer(pipeline, values, networks, batched_spec)
 
     try:
+        if not batched_spec:
+            for i in range(rows):
+                asyncio.run(run({k: v[i] for k, v in inputs.items()}))
+            return f"checked {spec.source_path.name}: {rows} requests answered as OUTPUTS says"
         batched = asyncio.run(run(inputs))
         singles = [asyncio.run(run({k: v[i : i + 1] for k, v in inputs.items()})) for i in range(rows)]
     except Exception as exc:  # the user's code on its example: whatever it raises, say so

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from kit.adapters.settings import SettingsError, settings_class
+from kit.adapters.settings import PipelineSettings, SettingsError, settings_class
 from kit.control.configs import (
     ARTIFACTS,
     SOURCE,
@@ -37,6 +37,7 @@ from kit.control.cpu_profile import apply_cpu_profile
 from kit.control.derived import check_one_canary, check_queue_bounds, derived_parameters
 from kit.control.gpu_embedded_profile import apply_gpu_embedded_profile
 from kit.control.gpu_profile import apply_gpu_profile
+from kit.control.pipeline_task import check_module_settings
 from kit.control.profiles import apply_ensemble, load_profile
 from kit.control.specs import DOOR_ANSWER, DOOR_ANSWERS, DOOR_SCHEMA, MODELS, TENSORS, ModelSpec, check_routes, read_specs
 from kit.control.tasks import shipped_specs, spec_models, task_of
@@ -168,9 +169,11 @@ def check_settings(model: str, config: mc.ModelConfig, files: dict[str, Path]) -
             raise RepositoryError(f"{model}: a Python-backend model without typed settings in kit.adapters.settings")
     if kind is not None and (config.backend == "python" or config.platform == ENSEMBLE):
         try:
-            kind.from_parameters(params)
+            settings = kind.from_parameters(params)
         except SettingsError as exc:
             raise RepositoryError(f"{model}: {exc}") from None
+        if isinstance(settings, PipelineSettings):
+            check_module_settings(model, settings, files)
 
 
 def check_door(model: str, config: mc.ModelConfig) -> None:
@@ -191,6 +194,8 @@ def check_shipped_sources(specs: Mapping[str, ModelSpec], manifest: dict) -> Non
     """A shipped spec's `source` is its export's folder in the artifacts folder: where artifacts.json takes the files of
     each of its models from."""
     for spec in specs.values():
+        if spec.task == "pipeline":  # its source is its module; artifacts.json lists its entry's files by model
+            continue
         for model in task_of(spec).models(spec):
             listed = manifest["models"].get(model, {})
             paths = [*listed.get("files", []), *listed.get("optional", [])]
@@ -214,10 +219,14 @@ def resolved(
     configs = profile_configs(profile, source, spec, brought)
     chosen = list(configs) if models is None else list(models)
     manifest = json.loads((source / "artifacts.json").read_text())
-    check_shipped_sources(shipped_specs(source), manifest)
+    shipped = shipped_specs(source)
+    check_shipped_sources(shipped, manifest)
     brought_files = {model: files for s in brought.values() for model, files in task_of(s).files(s).items()}
+    # A shipped pipeline's entry runs its module (with its FILES), besides the export's files artifacts.json lists.
+    modules = {s.name: task_of(s).files(s)[s.name] for s in shipped.values() if s.task == "pipeline"}
     files = {
         model: (brought_files[model] if model in brought_files else artifact_files(model, artifacts, manifest))
+        | modules.get(model, {})
         | device_tables(configs[model], source)
         for model in chosen
     }

@@ -89,6 +89,14 @@ class ModelSpec:
     merge_policy: str = "cost"  # image-classification of pixels: which images of different sizes run together
     max_image_pixels: int = 1 << 20  # image-classification of pixels: the most values an image may have per channel
     num_labels: int = 0  # image-classification: the label count of a shipped spec, which builds before its export
+    # pipeline: networks of the module that are models of the repository already (network -> model), not graphs of
+    # the spec's own; shared, so that two pipelines' calls meet in one batcher
+    networks: tuple[tuple[str, str], ...] = ()
+    parameters: tuple[tuple[str, str], ...] = ()  # pipeline: the module's SETTINGS, as the entry's parameters
+    parameters_from: str = ""  # pipeline: an entry whose parameters this one takes where it sets none
+    door_answer: str = ""  # pipeline: the door's answer (one of DOOR_ANSWERS); unset, every tensor by name
+    door_schema: str = ""  # pipeline with door_answer image-document: the document's JSON Schema file
+    requests_in_flight: int = 0  # pipeline: requests an entry instance runs at once; 0, the task's default
     given: frozenset[str] = frozenset()  # the keys the file sets (a task may keep its own default for the others)
     # A spec the kit ships (model_repository/*.toml): its export is `make export`'s, in the artifacts folder the
     # build is given, whose files artifacts.json lists; its `source` names that export's folder there.
@@ -98,6 +106,10 @@ class ModelSpec:
     def source_path(self) -> Path:
         source = Path(self.source).expanduser()
         return source if source.is_absolute() else (self.path.parent / source).resolve()
+
+    @property
+    def schema_path(self) -> Path:
+        return (self.path.parent / self.door_schema).resolve()
 
     @property
     def hub_id(self) -> bool:
@@ -119,6 +131,7 @@ TASK_KEYS = {
     "text-classification": frozenset({"max_chars", "bucket_count", "labels", "score_label", "canary"}),
     "feature-extraction": frozenset({"max_chars", "bucket_count", "pooling", "normalize"}),
     "image-classification": frozenset({"labels", "input", "merge_policy", "max_image_pixels", "num_labels"}),
+    "pipeline": frozenset({"networks", "parameters", "parameters_from", "door_answer", "door_schema", "requests_in_flight"}),
 }
 
 
@@ -135,13 +148,19 @@ TYPES = {
     "tuple[str, ...]": ((list,), "a list of strings"),
     "bool | None": ((bool,), "true or false"),
     "bool": ((bool,), "true or false"),
+    "tuple[tuple[str, str], ...]": ((dict,), "a table of names to strings, numbers or true/false"),
 }
+TABLE_VALUES = (str, int, float, bool)
 
 
 def typed(path: Path, key: str, value: object) -> object:
     """`value` as the key's type, or a SpecError saying which type the key takes."""
     kind = KEYS[key].type
     accepted, words = TYPES[kind]
+    if kind.startswith("tuple[tuple"):
+        if not isinstance(value, dict) or not all(isinstance(v, TABLE_VALUES) for v in value.values()):
+            raise spec_error(path, key, f"is {json.dumps(value)}", f"it takes {words}")
+        return tuple(sorted((k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()))
     items = value if isinstance(value, list) else [value]
     wrong = isinstance(value, bool) != kind.startswith("bool") or not isinstance(value, accepted)
     item_type = str if kind == "tuple[str, ...]" else int
@@ -221,6 +240,14 @@ def check_values(spec: ModelSpec) -> None:
         raise spec.error("num_labels", "is negative", "a classifier has at least one label")
     if spec.pooling and spec.pooling not in POOLINGS:
         raise spec.error("pooling", f"is {spec.pooling!r}", f"it is one of {', '.join(POOLINGS)}")
+    if spec.requests_in_flight < 0:
+        raise spec.error("requests_in_flight", "is negative", "0 takes the task's default; N runs N requests at once")
+    if spec.door_answer and spec.door_answer not in DOOR_ANSWERS:
+        raise spec.error("door_answer", f"is {spec.door_answer!r}", f"it is one of {', '.join(DOOR_ANSWERS)}")
+    if (spec.door_answer == "image-document") != bool(spec.door_schema):
+        raise spec.error("door_schema", "goes with door_answer image-document", "give both, or neither")
+    if spec.door_schema and not spec.schema_path.is_file():
+        raise spec.error("door_schema", f"names {spec.schema_path}, which is not a file", "point it at a JSON Schema file")
     if not ROUTE.match(spec.door_route):
         raise spec.error("route", f"is {spec.door_route!r}", "the door's paths look like /v1/my-model")
 
@@ -243,8 +270,15 @@ def check_routes(specs: dict[str, ModelSpec]) -> None:
             raise spec.error("route", f"{spec.door_route} is also {other}'s", "give one of them its own `route`")
 
 
+def toml_value(value: object) -> str:
+    """`value` as TOML writes it: JSON's spelling, but a table inline as {key = value, ...}."""
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in value.items()) + " }"
+    return json.dumps(value)
+
+
 def spec_text(task: str, source: str, settings: dict[str, object]) -> str:
     """A spec file's text: the task, the source and the settings that differ from the defaults."""
     lines = [f"task = {json.dumps(task)}", f"source = {json.dumps(source)}"]
-    lines += [f"{key} = {json.dumps(value)}" for key, value in settings.items() if value != KEYS[key].default]
+    lines += [f"{key} = {toml_value(value)}" for key, value in settings.items() if value != KEYS[key].default]
     return "\n".join(lines) + "\n"

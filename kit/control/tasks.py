@@ -10,13 +10,23 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from kit.control.configs import SOURCE, RepositoryError, copy_config, load_source_config, set_parameter, source_models
+from kit.adapters.settings import PipelineSettings
+from kit.control.configs import (
+    SOURCE,
+    RepositoryError,
+    copy_config,
+    load_source_config,
+    parameters,
+    set_parameter,
+    source_models,
+)
 from kit.control.exports import Exporter
 from kit.control.image_task import ENTRY_PLACEMENT, check_image, exporter, image_configs, image_files
 from kit.control.onnx_task import check_graph, graph_files, onnx_config
-from kit.control.pipeline_task import check_pipeline, pipeline_configs, pipeline_files
+from kit.control.pipeline_task import check_pipeline, pipeline_configs, pipeline_files, pipeline_of
 from kit.control.specs import DOOR_DESCRIPTION, ModelSpec, SpecError, check_routes, read_spec, read_specs
 from kit.control.text_task import EXPORTERS, check_text, text_configs, text_files
+from kit.pipelines.custom import Definition
 
 # What a generated model takes of its template's placement in a profile: where and how it runs (instances, threads,
 # batch cap, runner, GPUs and precision), not what was tuned or measured for the template's own network (its queue
@@ -150,6 +160,14 @@ def canonical_config(model: str, source: Path = SOURCE) -> mc.ModelConfig:
     raise RepositoryError(f"{model!r} is not a model of {source}: no {model}/config.pbtxt and no spec brings it")
 
 
+def shipped_pipeline(model: str, source: Path = SOURCE) -> tuple[Definition, object]:
+    """A shipped pipeline spec's module and the SETTINGS its entry reads (from its canonical config): what the
+    benchmarks' baselines and probes run in their own process, to do the served model's work."""
+    pipeline = pipeline_of(shipped_specs(source)[model])
+    settings = PipelineSettings.from_parameters(parameters(canonical_config(model, source)))
+    return pipeline, settings.module_settings(pipeline.settings)
+
+
 def servable_specs(folder: Path) -> tuple[dict[str, ModelSpec], list[str]]:
     """The specs in `folder` whose models can be configured, and what is wrong with each of the others: a server
     starts with the first and reports the second, so that one bad spec does not stop the other models."""
@@ -176,3 +194,7 @@ def link_sources(models: Iterable[str], target: Path, source: Path = SOURCE) -> 
     for spec in shipped_specs(source).values():
         if wanted & set(task_of(spec).models(spec)):
             (target / spec.path.name).symlink_to(spec.path)
+            if spec.task == "pipeline":  # the module, and the door's schema, that the spec names beside it
+                for path in (spec.source_path, spec.schema_path if spec.door_schema else None):
+                    if path is not None and not (target / path.name).exists():
+                        (target / path.name).symlink_to(path)

@@ -13,9 +13,22 @@ as one call:
 
     EXAMPLE = {"features": [[0, 10, 200, 255], [1, 2, 3, 4]]}  # optional: valid rows for `kit add`'s check
 
+A pipeline that needs state built once (a table read from a file, a library's pipeline object) declares `load`
+instead of `run`, and optionally the dataclass of its settings, which the spec's `parameters` fill (typed as every
+model's settings are, kit.adapters.settings; an unknown key is refused at build time):
+
+    SETTINGS = ReaderSettings                     # a dataclass; its fields are the entry's parameters
+    FILES = ["characters.txt"]                    # files beside the module that the entry's folder takes
+    def load(settings, folder):                   # folder: where the entry's files are
+        table = (folder / "characters.txt").read_text().splitlines()
+        async def run(inputs, networks): ...
+        return run
+
+A spec of `max_batch_size = 0` hands `run` one request's tensors whole, with no rows axis (INPUTS and OUTPUTS
+declare their full dims): for work whose answer's size is its own, such as the text lines of one image.
 The same `run` serves in Triton, where each network is a batched model of the server called over BLS (so the calls
-of concurrent requests meet in its batcher), and in this process over ONNX Runtime (tests, `kit add`'s check), as
-OCR's pipeline does with its Engines. A network's tensors are as Triton serves its graph: rows first, a value per row
+of concurrent requests meet in its batcher), and in this process over ONNX Runtime (tests, `kit add`'s check, and an
+entry whose profile sets `engines: in_process`). A network's tensors are as Triton serves its graph: rows first, a value per row
 as [rows, 1]. A ValueError from `run` is the request's fault and fails it alone.
 """
 
@@ -23,7 +36,8 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, is_dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -42,7 +56,10 @@ TYPES = {
     "FP64": np.float64,
     "BYTES": np.object_,
 }
-NAMES = ("NETWORKS", "INPUTS", "OUTPUTS", "run")
+NAMES = ("NETWORKS", "INPUTS", "OUTPUTS")  # and `run` or `load`
+
+
+Run = Callable[[dict[str, np.ndarray], "Networks"], Awaitable[dict[str, np.ndarray]]]
 
 
 class DefinitionError(ValueError):
@@ -59,9 +76,11 @@ class Tensor:
     def dtype(self) -> np.dtype:
         return np.dtype(TYPES[self.data_type])
 
-    def fits(self, shape: tuple[int, ...]) -> bool:
-        """Whether a batch of this tensor (rows first) may have `shape`."""
-        return len(shape) == len(self.dims) + 1 and all(d in (-1, s) for d, s in zip(self.dims, shape[1:]))
+    def fits(self, shape: tuple[int, ...], rows: bool = True) -> bool:
+        """Whether a batch of this tensor (rows first), or one request's tensor whole (`rows` false), may have
+        `shape`."""
+        own = shape[1:] if rows else shape
+        return len(shape) == len(self.dims) + rows and all(d in (-1, s) for d, s in zip(self.dims, own))
 
 
 @dataclass(frozen=True)
@@ -69,8 +88,20 @@ class Definition:
     networks: dict[str, str]  # name -> graph file, relative to the module's folder
     inputs: tuple[Tensor, ...]
     outputs: tuple[Tensor, ...]
-    run: Callable[[dict[str, np.ndarray], Networks], Awaitable[dict[str, np.ndarray]]]
+    run: Run | None  # None where the module declares `load`, until `loaded`
     example: dict[str, np.ndarray] | None = None  # rows to check it on, where random rows are not valid input
+    settings: type | None = None  # SETTINGS: the dataclass of the spec's `parameters`
+    files: tuple[str, ...] = ()  # FILES: files beside the module, linked into the entry's version folder
+    load: Callable[[object, Path], Run] | None = None
+
+    def loaded(self, settings: object, folder: Path) -> Definition:
+        """The pipeline ready to run: `load(settings, folder)`'s run where the module declares `load`."""
+        if self.load is None:
+            return self
+        run = self.load(settings, folder)
+        if not inspect.iscoroutinefunction(run):
+            raise DefinitionError(f"load returned {run!r}, not an async function run(inputs, networks)")
+        return replace(self, run=run, load=None)
 
 
 def tensors(where: str, key: str, declared: object) -> tuple[Tensor, ...]:
@@ -100,11 +131,22 @@ def definition(namespace: Mapping[str, object], where: str) -> Definition:
         isinstance(k, str) and k.isidentifier() and isinstance(v, str) and v.endswith(".onnx") for k, v in networks.items()
     ):
         raise DefinitionError(f'{where}: NETWORKS is {networks!r}; declare it as {{"name": "graph.onnx", ...}} ({{}}: none)')
-    if not inspect.iscoroutinefunction(namespace["run"]):
+    run, load, settings = namespace.get("run"), namespace.get("load"), namespace.get("SETTINGS")
+    if (run is None) == (load is None):
+        raise DefinitionError(f"{where}: declare one of `async def run(inputs, networks)` and `def load(settings, folder)`")
+    if run is not None and not inspect.iscoroutinefunction(run):
         raise DefinitionError(f"{where}: run is not an async function; declare `async def run(inputs, networks)`")
+    if load is not None and not callable(load):
+        raise DefinitionError(f"{where}: load is not a function; declare `def load(settings, folder)`")
+    if settings is not None and not (isinstance(settings, type) and is_dataclass(settings)):
+        raise DefinitionError(f"{where}: SETTINGS is {settings!r}; declare it as a dataclass whose fields are parameters")
     inputs, outputs = tensors(where, "INPUTS", namespace["INPUTS"]), tensors(where, "OUTPUTS", namespace["OUTPUTS"])
+    files = namespace.get("FILES", ())
+    if not isinstance(files, list | tuple) or not all(isinstance(f, str) and f and "/" not in f for f in files):
+        raise DefinitionError(f"{where}: FILES is {files!r}; declare it as a list of file names beside the module")
     example = namespace.get("EXAMPLE")
-    return Definition(dict(networks), inputs, outputs, namespace["run"], example and examples(where, inputs, example))
+    example = example and examples(where, inputs, example)
+    return Definition(dict(networks), inputs, outputs, run, example, settings, tuple(files), load)
 
 
 def examples(where: str, inputs: tuple[Tensor, ...], declared: object) -> dict[str, np.ndarray]:
@@ -157,10 +199,13 @@ class Networks:
         return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
 
 
-async def answer(pipeline: Definition, inputs: dict[str, np.ndarray], networks: Networks) -> dict[str, np.ndarray]:
-    """One request's answer: `run` on its rows, held to OUTPUTS (every output, of the request's row count, its dims
-    and type). A ValueError of `run` is the request's own (InputError); a wrong answer is the pipeline's bug."""
-    rows = len(next(iter(inputs.values())))
+async def answer(
+    pipeline: Definition, inputs: dict[str, np.ndarray], networks: Networks, rows: bool = True
+) -> dict[str, np.ndarray]:
+    """One request's answer: `run` on its rows (or on its tensors whole, `rows` false), held to OUTPUTS (every output,
+    of the request's row count, its dims and type). A ValueError of `run` is the request's own (InputError); a wrong
+    answer is the pipeline's bug."""
+    count = len(next(iter(inputs.values()))) if rows else 0
     try:
         produced = await pipeline.run(inputs, networks)
     except InputError:
@@ -174,7 +219,8 @@ async def answer(pipeline: Definition, inputs: dict[str, np.ndarray], networks: 
         if tensor.name not in produced:
             raise TypeError(f"run returned no {tensor.name!r} (it returned {', '.join(map(str, produced)) or 'nothing'})")
         value = np.asarray(produced[tensor.name])
-        if len(value.shape) == 0 or value.shape[0] != rows or not tensor.fits(value.shape):
-            raise TypeError(f"run returned {tensor.name!r} of shape {value.shape}; OUTPUTS says {rows} rows of {tensor.dims}")
+        if not tensor.fits(value.shape, rows) or rows and value.shape[0] != count:
+            says = f"{count} rows of {tensor.dims}" if rows else f"{tensor.dims}"
+            raise TypeError(f"run returned {tensor.name!r} of shape {value.shape}; OUTPUTS says {says}")
         answered[tensor.name] = value.astype(tensor.dtype, copy=False)
     return answered

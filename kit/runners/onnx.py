@@ -1,8 +1,8 @@
 """ONNX Runtime outside Triton's own backends: the kit's runner and in-process engines.
 
 `OnnxModel` is what the runner (kit/adapters/onnx_runner_model.py) serves, batched by
-kit.runners.batched as the native backend would batch it. `OcrEngines` runs the three exported OCR
-models in this process (tests, baselines, the limit).
+kit.runners.batched as the native backend would batch it. `Graphs` runs a pipeline's networks in this process
+(an entry's in-process engines, tests, baselines, the limit).
 """
 
 from __future__ import annotations
@@ -64,28 +64,6 @@ class OnnxModel:
     def __call__(self, inputs: Inputs) -> dict[str, np.ndarray]:
         values = self.session.run(self.output_names, inputs)
         return dict(zip(self.output_names, values))
-
-
-class OcrEngines:
-    """kit.pipelines.ocr.pipeline.Engines over the exported det/cls/rec models, in this process."""
-
-    def __init__(self, artifacts: Path, threads: int = 0):
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        self.sessions = {
-            kind: ort.InferenceSession(str(artifacts / kind / "model.onnx"), options, providers=["CPUExecutionProvider"])
-            for kind in ("det", "cls", "rec")
-        }
-
-    async def detect(self, images: np.ndarray) -> np.ndarray:
-        return self.sessions["det"].run(["prob_map"], {"image": images})[0]
-
-    async def classify(self, crops: np.ndarray) -> np.ndarray:
-        return self.sessions["cls"].run(["probs"], {"image": crops})[0]
-
-    async def recognize(self, crops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        indices, probs = self.sessions["rec"].run(["char_indices", "char_probs"], {"image": crops})
-        return indices, probs
 
 
 class Graphs:

@@ -5,7 +5,7 @@ models at import; a plain `def` endpoint (run in FastAPI's thread pool) reads on
 
     POST /ocr {"image": "<base64 of a JPEG/PNG/BMP/WebP>"} -> {"lines": [{"text", "score", "box"}, ...]}
 
-The pipeline is the kit's own, in-process (perf.baselines.ocr_model: kit.pipelines.ocr with ONNX Runtime
+The pipeline is the kit's own, in-process (perf.baselines.ocr_model: ocr with ONNX Runtime
 sessions on the exported artifacts/ocr/{det,cls,rec}/model.onnx), rather than RapidOCR(), so that
 the work per image is exactly what Triton's `ocr` model does; see ocr_model for why.
 """

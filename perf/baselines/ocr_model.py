@@ -1,9 +1,9 @@
-"""OCR as a hand-rolled service runs it: the kit's own pipeline (kit.pipelines.ocr) with ONNX Runtime sessions in-process.
+"""OCR as a hand-rolled service runs it: the kit's own pipeline (ocr) with ONNX Runtime sessions in-process.
 
 The FastAPI baseline and the limit (perf.workloads.ocr_limit) both use this, so the work per image is
 the kit's: the same decoding (kit.pipelines.encoded_images), sizing, DB post-processing, crops, angle
 classifier, width buckets, CTC decoding and the same exported det/cls/rec graphs, with the settings
-of the committed `model_repository/ocr/config.pbtxt`. Only the serving design differs. Not
+of the shipped spec `model_repository/ocr.toml`, through its module's networks. Only the serving design differs. Not
 RapidOCR(): it runs the original graphs (the recogniser's full 6,625-class softmax per time step)
 with batches of 6 crops padded to the widest, so its work per image is not the kit's.
 
@@ -18,20 +18,35 @@ import os
 import sys
 from pathlib import Path
 
-from kit.adapters.ocr import ocr_pipeline
-from kit.adapters.settings import OcrModelSettings
-from kit.control.configs import parameters
-from kit.control.tasks import canonical_config
+from kit.adapters.custom_pipeline import in_process_networks
+from kit.control.tasks import shipped_pipeline
+from kit.pipelines.custom import Networks
 from kit.pipelines.encoded_images import decode_image
-from kit.pipelines.ocr.pipeline import OcrResult
-from kit.runners.onnx import OcrEngines
+from kit.runners.onnx import Graphs
+from ocr.pipeline import OcrResult
+from ocr.reader import NetworkEngines, ReaderSettings, TextReader
+
+
+def ocr_settings() -> ReaderSettings:
+    """The settings the served `ocr` reads with: its spec's."""
+    return shipped_pipeline("ocr")[1]
+
+
+def ocr_engines(model_dir: Path, threads: int, replaced: dict[str, Path] | None = None) -> NetworkEngines:
+    """The `ocr` module's networks as ONNX Runtime sessions of `threads` (0: ONNX Runtime's default) on the export in
+    `model_dir` (det/ cls/ rec/), but for the graphs `replaced` gives by network (a probe's variants)."""
+    pipeline = shipped_pipeline("ocr")[0]
+    if not replaced:
+        return NetworkEngines(in_process_networks(pipeline, model_dir, threads=threads))
+    paths = {name: model_dir / graph for name, graph in pipeline.networks.items()} | replaced
+    return NetworkEngines(Networks(pipeline.networks, Graphs(paths, threads)))
 
 
 class OcrModel:
     def __init__(self, model_dir: Path, threads: int):
-        self.settings = OcrModelSettings.from_parameters(parameters(canonical_config("ocr")))
-        self.pipeline = ocr_pipeline(model_dir / "rec" / "characters.txt", self.settings)
-        self.engines = OcrEngines(model_dir, threads)
+        self.settings = ocr_settings()
+        self.pipeline = TextReader(self.settings, model_dir / "rec" / "characters.txt").pipeline
+        self.engines = ocr_engines(model_dir, threads)
 
     def read(self, data: bytes) -> OcrResult:
         """Raw image bytes or their base64 text; raises kit.pipelines.errors.InputError for an image the kit

@@ -6,7 +6,7 @@ and desktop widths; some JPEG) with the kit's OCR pipeline in this process, the 
 parameters and only `det_sizing` and its knobs changed. Per policy: character accuracy with and
 without spaces, per kind of page; detector time and whole-pipeline time per image (one thread, one
 image at a time); and whether the health-code reader gets every screen's colour and fields right.
-The adopted policy is the one `model_repository/ocr/config.pbtxt` names.
+The adopted policy is the one `model_repository/ocr.toml` names.
 
     python -m perf.probes.ocr_sizing --per-kind 6 --out perf/results/ocr/sizing.json
 """
@@ -21,14 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
-from kit.adapters.settings import OcrModelSettings
-from kit.control.configs import parameters
-from kit.control.tasks import canonical_config
 from kit.pipelines.encoded_images import decode_image
-from kit.pipelines.ocr.health_code import find_qr, read_health_code
-from kit.pipelines.ocr.pipeline import OcrPipeline
-from kit.pipelines.ocr.recognize import character_table
-from kit.runners.onnx import OcrEngines
+from ocr.health_code import find_qr, read_health_code
+from ocr.pipeline import OcrPipeline
+from ocr.reader import NetworkEngines
+from ocr.recognize import character_table
+from perf.baselines.ocr_model import ocr_engines, ocr_settings
 from perf.probes.output import emit
 from samples.renderings import Rendering, corpus
 from samples.scoring import character_errors
@@ -51,7 +49,7 @@ POLICIES = {
 class TimedEngines:
     """The in-process engines, with the detector's time summed."""
 
-    def __init__(self, engines: OcrEngines):
+    def __init__(self, engines: NetworkEngines):
         self.engines, self.detect_s = engines, 0.0
 
     async def detect(self, images):
@@ -80,7 +78,7 @@ def code_right(page: Rendering, image: np.ndarray, texts: list[str]) -> bool:
     )
 
 
-def measure_policy(pipeline: OcrPipeline, engines: OcrEngines, pages: list[Rendering], images: list[np.ndarray]) -> dict:
+def measure_policy(pipeline: OcrPipeline, engines: NetworkEngines, pages: list[Rendering], images: list[np.ndarray]) -> dict:
     timed = TimedEngines(engines)
     errors: dict[str, list[int]] = {}
     codes_right = codes = 0
@@ -109,13 +107,13 @@ def measure_policy(pipeline: OcrPipeline, engines: OcrEngines, pages: list[Rende
 
 
 def measure(artifacts: Path, per_kind: int, seed: int, policies: dict[str, dict]) -> dict:
-    settings = OcrModelSettings.from_parameters(parameters(canonical_config("ocr"))).pipeline
+    settings = ocr_settings().pipeline
     adopted = {k: getattr(settings, k) for k in ("det_sizing", "det_max_side", "det_text_height", "crop_pad")}
     print(f"rendering {per_kind} page(s) of each kind (seed {seed}) in headless chromium", flush=True)
     pages = corpus(per_kind, seed)
     images = [decode_image(p.data) for p in pages]
     characters = character_table((artifacts / "rec" / "characters.txt").read_text(encoding="utf-8").splitlines())
-    engines = OcrEngines(artifacts, threads=1)
+    engines = ocr_engines(artifacts, threads=1)
     results = {}
     for name, change in policies.items():
         pipeline = OcrPipeline(characters, replace(settings, **change))

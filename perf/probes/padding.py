@@ -10,7 +10,7 @@ the model's maximum and padding each request to its own longest chunk; with --ti
 limit's one session with all cores at each batch size (on a CPU, where batching buys little, fewer padded tokens
 are the larger lever). OCR: runs the exported detector in this process, as the committed `ocr` settings size
 it, to get the real text crops, then compares the recogniser width buckets configured in
-model_repository/ocr/config.pbtxt with the best buckets for this sample, with RapidOCR's own batching (6 crops of
+model_repository/ocr.toml with the best buckets for this sample, with RapidOCR's own batching (6 crops of
 one image padded to the widest) and with one width for everything; and the detector's shape buckets at a few
 padding limits.
 """
@@ -27,16 +27,13 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from kit.adapters.artifacts import text_pipeline
-from kit.adapters.settings import OcrModelSettings
-from kit.control.configs import parameters
-from kit.control.tasks import canonical_config
 from kit.pipelines.batching.buckets import choose_buckets, padding_waste
 from kit.pipelines.encoded_images import decode_image
-from kit.pipelines.ocr.detect import bucket_shape
-from kit.pipelines.ocr.pipeline import OcrPipeline
-from kit.pipelines.ocr.recognize import MIN_REC_WIDTH, rec_width
 from kit.pipelines.text.pipeline import chunk_text
-from kit.runners.onnx import OcrEngines
+from ocr.detect import bucket_shape
+from ocr.pipeline import OcrPipeline
+from ocr.recognize import MIN_REC_WIDTH, rec_width
+from perf.baselines.ocr_model import ocr_engines, ocr_settings
 from perf.engine.limit import CORES
 from perf.probes.output import command_line, emit
 from perf.workloads.radar import RADAR
@@ -95,8 +92,8 @@ def ocr(args: argparse.Namespace) -> dict:
         images = [page.data for page in corpus(args.rendered, args.seed)]
     else:
         images = mixed_images(args.images, args.seed, document_widths=(640, 800, 960, 1200, 1600))
-    engines = OcrEngines(args.artifacts)
-    settings = OcrModelSettings.from_parameters(parameters(canonical_config("ocr"))).pipeline
+    engines = ocr_engines(args.artifacts, threads=0)
+    settings = ocr_settings().pipeline
     pipeline = OcrPipeline([], settings)
     rec_buckets, det_buckets = settings.rec_buckets, settings.det_buckets
     per_image, det_shapes = [], []

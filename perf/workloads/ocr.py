@@ -84,7 +84,7 @@ class Ocr(Workload):
     load_note = (
         'an image per request as base64 text: in `IMAGE` to Triton, `{"image": "<base64>"}` to the door and the baseline, '
         "so that every target decodes the same base64. Same images, the same pipeline "
-        "(kit.pipelines.ocr, with the committed `ocr` parameters) and the same three ONNX models in every target."
+        "(ocr, with the committed `ocr` parameters) and the same three ONNX models in every target."
     )
     workers_note = "The kit's count is the instances of `ocr_det` (and of `ocr_rec`, which each variant gives as many)."
 

@@ -6,6 +6,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
@@ -55,6 +56,21 @@ PIPELINES = {
 PIPELINE_MODULES = REPO_ROOT / "tests" / "pipelines"
 
 
+def write_weights(path: Path) -> Path:
+    path.write_text("\n".join(str(w) for w in np.linspace(0.5, 2.0, 8)))
+    return path
+
+
+# An unbatched pipeline (one request whole: a signal in, its peaks out) with SETTINGS from the spec's parameters and
+# a file it loads, as OCR's entries are. Name -> its files, and its options at `kit add`.
+UNBATCHED_PIPELINES = {
+    "peaks": (
+        {"scorer.onnx": onnx_graphs.mlp, "weights.txt": write_weights},
+        ["--max-batch-size", "0", "--parameter", "threshold=2.0"],
+    ),
+}
+
+
 @pytest.fixture(scope="session")
 def checkpoints(tmp_path_factory) -> Path:
     """The generated checkpoints' folder (tests.checkpoints): bert/, distilbert/, bert_encoder/, mpnet/, vit/,
@@ -84,13 +100,14 @@ def brought_models(tmp_path_factory, checkpoints) -> dict[str, ModelSpec]:
     for name, checkpoint in PIXEL_CLASSIFIERS.items():
         args = ["add", name, "--task", "image-classification", "--input", "pixels", "--from", str(checkpoints / checkpoint)]
         assert kit_main([*args, "--models", str(root / "models")]) == 0
-    for name, graphs in PIPELINES.items():
+    pipelines = {name: (files, ["--max-batch-size", "16"]) for name, files in PIPELINES.items()} | UNBATCHED_PIPELINES
+    for name, (files, options) in pipelines.items():
         folder = root / "pipelines" / name
         folder.mkdir(parents=True)
         module = Path(shutil.copy(PIPELINE_MODULES / f"{name}.py", folder))
-        for file, write in graphs.items():
+        for file, write in files.items():
             write(folder / file)
-        args = ["add", name, "--task", "pipeline", "--from", str(module), "--max-batch-size", "16"]
+        args = ["add", name, "--task", "pipeline", "--from", str(module), *options]
         assert kit_main([*args, "--models", str(root / "models")]) == 0
     return read_specs(root / "models")
 

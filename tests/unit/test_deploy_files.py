@@ -134,7 +134,7 @@ def third_party_imports(files: list[Path]) -> set[str]:
         seen.add(path)
         for name in imported_modules(path):
             top = name.partition(".")[0]
-            if top == "kit":
+            if top in check_imports.PACKAGES:
                 stack += kit_files(name)
             elif top not in sys.stdlib_module_names and top != "triton_python_backend_utils":
                 third_party.add(top)
@@ -143,7 +143,7 @@ def third_party_imports(files: list[Path]) -> set[str]:
 
 def test_container_requirements_are_exactly_what_the_python_models_import():
     models = sorted({model_file(c) for c in profile_configs("gpu").values() if c.backend == "python"})
-    third_party = third_party_imports(models)
+    third_party = third_party_imports(models + sorted(SOURCE.glob("*.py")))  # with the shipped pipeline modules
     lines = (DEPLOY / "triton" / "requirements.txt").read_text().splitlines()
     pinned = dict(line.split("==") for line in lines if line and not line.startswith("#"))
     needed = {DISTRIBUTIONS.get(m, m) for m in third_party}
@@ -155,13 +155,14 @@ def test_image_build_imports_what_every_model_py_imports_from_the_kit():
     adapters = sorted({model_file(c) for c in profile_configs("gpu").values() if c.backend == "python"} - {None})
     adapters = [path for path in adapters if path.parent.name == "adapters"]
     # A spec's models that no shipped model has: an image classifier's pixels, a user's pipeline.
-    adapters += [ADAPTERS_BY_PARAMETER["preprocessing"], ADAPTERS_BY_PARAMETER["pipeline_module"]]
+    adapters += [ADAPTERS_BY_PARAMETER["preprocessing"]]
     named = " \\\n    ".join(f"/opt/kit/kit/adapters/{path.name}" for path in adapters)
     assert f"RUN python3 /tmp/check/check_imports.py /tmp/check/model_repository {named}" in dockerfile
     checked = check_imports.check(SOURCE, adapters)
     assert "text_classifier_model: kit.pipelines.text.pipeline" in checked
     assert "image_pixels_model: kit.pipelines.image_processing" in checked
     assert "pipeline_model: kit.adapters.custom_pipeline" in checked
+    assert "ocr_pipeline: ocr.reader" in checked and "health_code_pipeline: ocr.health_code" in checked
 
 
 def test_grafana_dashboard_parses_and_uses_the_provisioned_datasource(compose):

@@ -16,7 +16,7 @@ from door.flow import Flow
 from door.health import stub_check
 from door.settings import DoorSettings, SettingsError, api_keys
 from door.upstream import Upstream
-from kit.adapters.settings import OcrModelSettings, PixelClassifierSettings, TextSettings
+from kit.adapters.settings import PipelineSettings, PixelClassifierSettings, TextSettings
 from kit.control.configs import RepositoryError, copy_config, parameters, set_parameter
 from kit.control.repository import check_door, resolved
 from kit.control.serve import door_key
@@ -137,8 +137,8 @@ def test_limits_come_from_the_built_configs_through_the_models_typed_settings(co
     assert set(contract.models) == {"radar", "ocr", "health_code", "resnet50"}
     expected = {
         "radar": TextSettings,
-        "ocr": OcrModelSettings,
-        "health_code": OcrModelSettings,
+        "ocr": PipelineSettings,
+        "health_code": PipelineSettings,
         "resnet50": PixelClassifierSettings,
     }
     for model, kind in expected.items():
@@ -146,6 +146,9 @@ def test_limits_come_from_the_built_configs_through_the_models_typed_settings(co
     assert contract["radar"].settings.max_text_bytes == int(parameters(configs["radar"])["max_text_bytes"])
     assert contract["resnet50"].batched and contract["resnet50"].dims["INPUT"] == (3, -1, -1)
     assert not contract["radar"].batched
+    for model in ("ocr", "health_code"):  # health_code's limits are its own; the rest it reads as `ocr` does
+        own = parameters(configs[model])
+        assert contract[model].image_limits == (int(own["max_image_bytes"]), int(own["max_pixels"]))
 
 
 def test_a_model_without_its_routes_tensors_stops_the_door(configs):

@@ -168,7 +168,7 @@ def test_limits_of_the_served_configs_are_enforced_before_triton(client, contrac
     assert_problem(
         client.post("/v1/radar", content=b" " * (7 << 20), headers={"Content-Type": "application/json"}), 413, "body-too-large"
     )
-    pixels = contract["ocr"].settings.max_pixels
+    pixels = contract["ocr"].image_limits[1]
     assert_problem(client.post("/v1/ocr", files={"image": ("x.png", png(pixels // 100 + 1, 100))}), 413, "image-too-large")
     assert_problem(client.post("/v1/ocr", files={"image": ("x.gif", b"GIF89a" + bytes(64))}), 415, "unsupported-image")
     assert_problem(client.post("/v1/ocr", json={"image": "not base64!"}), 400, "malformed-body")

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from kit.pipelines.ocr.detect import (
+from ocr.detect import (
     MAX_DET_PIXELS,
     PAD_VALUE,
     boxes_from_map,
@@ -16,7 +16,7 @@ from kit.pipelines.ocr.detect import (
     scaled_size,
     to_original,
 )
-from kit.pipelines.ocr.settings import OcrSettings
+from ocr.settings import OcrSettings
 
 BUCKETED = OcrSettings(det_buckets=(736, 1312), det_max_padding=0.5)
 

@@ -11,7 +11,7 @@ from PIL import Image
 from kit.control.configs import parameters
 from kit.control.specs import DOOR_SCHEMA
 from kit.control.tasks import canonical_config
-from kit.pipelines.ocr.health_code import code_color, find_datetime, find_name, find_qr, find_status, read_health_code
+from ocr.health_code import code_color, find_datetime, find_name, find_qr, find_status, read_health_code
 from samples.images import COLORS, qr_image
 
 

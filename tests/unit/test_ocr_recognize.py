@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from kit.control.tasks import canonical_config
-from kit.pipelines.ocr.recognize import (
+from ocr.recognize import (
     MIN_REC_WIDTH,
     apply_angles,
     cls_batch,

@@ -14,6 +14,7 @@ import pytest
 from kit.adapters.custom_pipeline import answer_many, in_process_networks, load_definition
 from kit.control.configs import REPO_ROOT, parameters
 from kit.control.models import main as kit_main
+from kit.control.pipeline_task import pipeline_files, ready_pipeline
 from kit.control.repository import profile_configs
 from kit.control.specs import read_specs
 from kit.pipelines.custom import Networks, answer
@@ -75,9 +76,71 @@ def test_a_pipeline_source_must_be_a_python_module(folder, capsys):
     assert "not a Python module" in capsys.readouterr().err
 
 
-def test_a_pipeline_entry_takes_rows_first(folder, capsys):
+def test_a_module_written_for_rows_fails_its_check_when_served_unbatched(folder, capsys):
+    """Unbatched, run sees one request's tensors whole: a module that reads rows fails on its EXAMPLE, and says so."""
     assert add(folder / "tabular.py", folder / "models", "--max-batch-size", "0") == 2
-    assert "`max_batch_size` is 0" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert "tabular.toml: `source` fails on its EXAMPLE" in error, error
+    assert not (folder / "models" / "tabular.toml").exists()
+
+
+@pytest.fixture
+def peaks(tmp_path) -> Path:
+    """tests/pipelines/peaks.py (unbatched, with SETTINGS and a file it loads) beside its graph and its weights."""
+    shutil.copy(MODULES / "peaks.py", tmp_path)
+    onnx_graphs.mlp(tmp_path / "scorer.onnx")
+    (tmp_path / "weights.txt").write_text("\n".join(str(w) for w in np.linspace(0.5, 2.0, 8)))
+    return tmp_path
+
+
+def add_peaks(folder: Path, *parameters: str) -> int:
+    options = [option for p in parameters for option in ("--parameter", p)]
+    return add(folder / "peaks.py", folder / "models", "--max-batch-size", "0", *options)
+
+
+def test_an_unbatched_pipeline_answers_each_request_whole_with_the_specs_settings(peaks, capsys):
+    assert add_peaks(peaks, "threshold=2.0") == 0, capsys.readouterr().err
+    spec = read_specs(peaks / "models")["peaks"]
+    assert dict(spec.parameters) == {"threshold": "2.0"}
+    entry = profile_configs("cpu", specs={"peaks": spec})["peaks"]
+    assert entry.max_batch_size == 0 and parameters(entry)["threshold"] == "2.0"
+    assert int(parameters(entry)["requests_in_flight"]) > 1, "concurrent requests' network calls must meet"
+    assert entry.dynamic_batching.default_queue_policy.max_queue_size > 0
+    assert pipeline_files(spec)["peaks"] == {"pipeline.py": peaks / "peaks.py", "weights.txt": peaks / "weights.txt"}
+    pipeline = ready_pipeline(spec)
+    networks = in_process_networks(pipeline, peaks)
+    signals = [np.array([0, 3, 0, 2.5, 9], np.float32), np.array([1, 1], np.float32), np.array([5, 0, 0, 7], np.float32)]
+    answers = asyncio.run(answer_many(pipeline, [{"signal": s} for s in signals], networks, rows=False))
+    for signal, got in zip(signals, answers):
+        want = np.flatnonzero(signal > 2.0)
+        assert got["positions"].tolist() == want.tolist() and got["scores"].shape == (len(want), 4)
+        alone = asyncio.run(answer(pipeline, {"signal": signal}, networks, rows=False))
+        np.testing.assert_allclose(got["scores"], alone["scores"], rtol=1e-6)
+    signals[1] = np.array([np.nan], np.float32)
+    answers = asyncio.run(answer_many(pipeline, [{"signal": s} for s in signals], networks, rows=False))
+    assert isinstance(answers[1], InputError) and "NaN" in str(answers[1])
+    assert answers[2]["positions"].tolist() == [0, 3]
+
+
+def test_a_file_the_module_declares_must_lie_beside_it(peaks, capsys):
+    (peaks / "weights.txt").unlink()
+    assert add_peaks(peaks, "threshold=2.0") == 2
+    assert "`source` declares FILES 'weights.txt', which is not a file beside it" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "parameters, words",
+    [
+        ((), "`parameters` do not fit the module's SETTINGS: PeakSettings: parameter 'threshold' is missing"),
+        (("threshold=2", "widow=3"), "`parameters` holds 'widow', which the module does not read; its SETTINGS take"),
+        (("threshold=high",), "parameter threshold='high'"),
+    ],
+)
+def test_a_pipeline_setting_that_does_not_fit_its_module_names_the_key(peaks, parameters, words, capsys):
+    assert add_peaks(peaks, *parameters) == 2
+    error = capsys.readouterr().err
+    assert "peaks.toml:" in error and words in error, error
+    assert not (peaks / "models" / "peaks.toml").exists()
 
 
 def test_a_pipeline_runs_in_process_as_its_arithmetic_says(folder):

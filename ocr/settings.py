@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class DbParams:
-    """Differentiable Binarization post-processing of the detector's map (kit.pipelines.ocr.detect)."""
+    """Differentiable Binarization post-processing of the detector's map (ocr.detect)."""
 
     thresh: float = 0.3
     box_thresh: float = 0.5
@@ -22,7 +22,7 @@ SIZINGS = ("rapidocr", "max_side", "text_height")
 
 @dataclass(frozen=True)
 class OcrSettings:
-    """`det_sizing` is how large the detector sees a picture (kit.pipelines.ocr.detect): `rapidocr`
+    """`det_sizing` is how large the detector sees a picture (ocr.detect): `rapidocr`
     reproduces RapidOCR (short side up to 736), `max_side` brings the longest side to at most
     `det_max_side`, and `text_height` detects at `det_max_side` first, then again at the scale that
     makes the median text box `det_text_height` detector pixels high, when that differs by more than

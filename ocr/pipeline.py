@@ -12,9 +12,9 @@ from typing import Protocol
 
 import numpy as np
 
-from kit.pipelines.ocr.detect import Page, detect, prepare, rescaled_size, resized, to_original
-from kit.pipelines.ocr.recognize import apply_angles, cls_batch, crop_text, ctc_decode, grow_box, rec_groups
-from kit.pipelines.ocr.settings import OcrSettings
+from ocr.detect import Page, detect, prepare, rescaled_size, resized, to_original
+from ocr.recognize import apply_angles, cls_batch, crop_text, ctc_decode, grow_box, rec_groups
+from ocr.settings import OcrSettings
 
 
 class Engines(Protocol):
@@ -40,7 +40,7 @@ class OcrResult:
 
 class OcrPipeline:
     def __init__(self, characters: list[str], settings: OcrSettings = OcrSettings()):
-        """`characters`: the recogniser's class table (kit.pipelines.ocr.recognize.character_table)."""
+        """`characters`: the recogniser's class table (ocr.recognize.character_table)."""
         self.characters = characters
         self.settings = settings
 

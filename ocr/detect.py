@@ -2,7 +2,7 @@
 
 The page follows RapidOCR: the longest side is brought to at most 2000 px and the shortest to at
 least 30, and very flat pictures are letterboxed. How large the detector then sees it is the
-setting `det_sizing` (kit.pipelines.ocr.settings). `rapidocr` scales the short side up to 736 px, as
+setting `det_sizing` (ocr.settings). `rapidocr` scales the short side up to 736 px, as
 RapidOCR does (the served results are compared with it in that mode); that blows small crisp text
 up 2-3x on wide screenshots, where the boxes come out so tight that the recogniser loses the spaces
 between words. `max_side` keeps the longest side at most a limit, and `text_height` detects there
@@ -25,7 +25,7 @@ import numpy as np
 import pyclipper
 
 from kit.pipelines.batching.buckets import bucket_for
-from kit.pipelines.ocr.settings import DbParams, OcrSettings
+from ocr.settings import DbParams, OcrSettings
 
 MAX_SIDE = 2000
 MIN_SIDE = 30
