@@ -31,7 +31,7 @@ from kit.control.configs import set_parameter, template
 from kit.control.exports import Exporter, export_dir
 from kit.control.onnx_task import bounded_batching
 from kit.control.profiles import load_profile
-from kit.control.specs import DOOR_ANSWER, DOOR_ROUTE, ModelSpec
+from kit.control.specs import DOOR_ANSWER, DOOR_ROUTE, ModelSpec, shipped_like
 from kit.control.text_task import checkpoint_labels
 
 EXPORTER = Exporter("export.image_classifier", lambda spec: [], lambda spec: {}, "an image classifier")
@@ -41,11 +41,8 @@ PIXELS_EXPORTER = Exporter(
     lambda spec: {"input": spec.input, "merge_policy": spec.merge_policy},
     "a ResNet image classifier (the padded graph of pixels is a ResNet's)",
 )
-# The shipped models whose placement in each profile a spec's models take: ResNet-50's, the kit's image model that
-# the profiles were tuned for. An entry of pixels takes its instances and batch cap, not its parameters (a device
-# curve priced for ResNet-50 is not another model's).
-LIKE = "resnet50_backbone"
-PIXELS_LIKE = {"entry": "resnet50", "backbone": LIKE}
+# An entry of pixels takes its template's instances and batch cap (placed_like), not its parameters (a device curve
+# priced for another model's runs is not this one's).
 ENTRY_PLACEMENT = frozenset({"instances", "max_batch_size"})
 COST_MODEL = "cost.json"
 BACKBONE_FILES = ("model.onnx", "checkpoint")
@@ -55,9 +52,16 @@ PREPROCESSING = "preprocessing.json"
 CLASSIFIER_FILES = ("model.onnx", "checkpoint")  # the graph, and the checkpoint the PyTorch runner serves
 
 
+def placed_like() -> dict[str, str]:
+    """The models whose placement in each profile an image spec's models take: those of the shipped image spec of
+    pixels (ResNet-50's, the image model the profiles were tuned for); an encoded image's classifier takes its
+    backbone's."""
+    return names(shipped_like(lambda spec: spec.task == "image-classification" and spec.input == "pixels", "an image model"))
+
+
 def cpu_threads() -> int:
     """The backbone's intra-op threads in the CPU profile, where the cost policy's run times are measured."""
-    return int(load_profile("cpu")["models"].get(LIKE, {}).get("threads", 1))
+    return int(load_profile("cpu")["models"].get(placed_like()["backbone"], {}).get("threads", 1))
 
 
 def names(spec: ModelSpec) -> dict[str, str]:
@@ -112,7 +116,7 @@ def pixels_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict
         entry.dynamic_batching.max_queue_delay_microseconds = spec.max_queue_delay_microseconds
     if "preferred_batch_size" in spec.given:
         entry.dynamic_batching.preferred_batch_size[:] = spec.preferred_batch_size
-    like = dict.fromkeys(PIXELS_LIKE, "") if spec.shipped else PIXELS_LIKE  # a shipped model has its own placements
+    like = dict.fromkeys(model, "") if spec.shipped else placed_like()  # a shipped model has its own placements
     own = {"instances": spec.instances} if "instances" in spec.given else {}
     return {model["entry"]: (entry, like["entry"], {}), model["backbone"]: (backbone, like["backbone"], own)}
 
@@ -155,7 +159,8 @@ def encoded_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dic
     classifier.instance_group.add(kind=mc.ModelInstanceGroup.KIND_GPU, count=spec.instances)
     bounded_batching(classifier, spec)
     own = {"instances": spec.instances} if "instances" in spec.given else {}
-    return {model["entry"]: (entry, "", {}), model["pixels"]: (pixels, "", {}), model["classifier"]: (classifier, LIKE, own)}
+    backbone = placed_like()["backbone"]
+    return {model["entry"]: (entry, "", {}), model["pixels"]: (pixels, "", {}), model["classifier"]: (classifier, backbone, own)}
 
 
 def image_files(spec: ModelSpec) -> dict[str, dict[str, Path]]:

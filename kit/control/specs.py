@@ -17,11 +17,12 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 from kit.adapters.settings import DOOR_PREFIX
-from kit.control.configs import REPO_ROOT, RepositoryError
+from kit.control.configs import REPO_ROOT, SOURCE, RepositoryError
 from kit.pipelines.batching.merge import POLICIES as MERGE_POLICIES
 
 MODELS = REPO_ROOT / "models"
@@ -259,6 +260,16 @@ def read_specs(folder: Path = MODELS, shipped: bool = False) -> dict[str, ModelS
     specs = {spec.name: spec for spec in (read_spec(p, shipped=shipped) for p in paths)}
     check_routes(specs)
     return specs
+
+
+def shipped_like(kind: Callable[[ModelSpec], bool], what: str) -> ModelSpec:
+    """The shipped spec (model_repository/*.toml) whose models' placement in each profile a user's spec of `kind`
+    takes: the kit's own model of that kind, which the profiles were tuned for. Found by kind, so that the kit's code
+    names no model."""
+    found = [spec for spec in read_specs(SOURCE, shipped=True).values() if kind(spec)]
+    if not found:
+        raise RepositoryError(f"no shipped spec is {what}: a spec of it has no placement to take in the profiles")
+    return found[0]
 
 
 def check_routes(specs: dict[str, ModelSpec]) -> None:

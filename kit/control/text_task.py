@@ -27,11 +27,8 @@ from tritonclient.grpc import model_config_pb2 as mc
 from kit.control import exports
 from kit.control.configs import set_parameter, template
 from kit.control.exports import Exporter, export_dir
-from kit.control.specs import DOOR_ANSWER, DOOR_DESCRIPTION, DOOR_ROUTE, ModelSpec
+from kit.control.specs import DOOR_ANSWER, DOOR_DESCRIPTION, DOOR_ROUTE, ModelSpec, shipped_like
 
-# The shipped models whose placement in each profile a text spec's models take: RADAR's, the kit's text model that
-# the profiles were tuned for.
-PLACED_LIKE = {"entry": "radar", "texts": "radar_texts", "classifier": "radar_classifier"}
 CLASSIFIER_KEYS = ("max_batch_size", "preferred_batch_size", "max_queue_delay_microseconds", "instances")
 CLASSIFIER_FILES = ("model.onnx", "model.onnx.data", "model.cpu.onnx", "model.fused.onnx", "model.fused.onnx.data", "checkpoint")
 TEXT_FILES = ("tokenizer.json", "export.json", "token_lengths.json")
@@ -47,6 +44,11 @@ WHAT = {CLASSIFICATION: "a sequence classifier", FEATURE_EXTRACTION: "a text enc
 
 def names(spec: ModelSpec) -> dict[str, str]:
     return {"entry": spec.name, "texts": f"{spec.name}_texts", "classifier": spec.name + GRAPH_SUFFIX[spec.task]}
+
+
+def placed_like() -> dict[str, str]:
+    """The models whose placement in each profile a text spec's models take: the shipped text spec's (RADAR's)."""
+    return names(shipped_like(lambda spec: spec.task in EXPORTERS, "a text model"))
 
 
 def text_options(spec: ModelSpec) -> list[str]:
@@ -206,7 +208,7 @@ def text_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]
         texts.dynamic_batching.default_queue_policy.default_timeout_microseconds = timeout
         classifier.dynamic_batching.default_queue_policy.default_timeout_microseconds = timeout
     entry_own = {"parameters": {"bucket_count": str(spec.bucket_count)}} if "bucket_count" in spec.given else {}
-    like = dict.fromkeys(PLACED_LIKE, "") if spec.shipped else PLACED_LIKE  # a shipped model has its own placements
+    like = dict.fromkeys(model, "") if spec.shipped else placed_like()  # a shipped model has its own placements
     return {
         model["entry"]: (entry, like["entry"], entry_own),
         model["texts"]: (texts, like["texts"], {}),
