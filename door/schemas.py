@@ -178,11 +178,13 @@ def json_number(value: object) -> object:
 
 def nested(wire: str, dims: tuple[int, ...], max_rows: int | None, answer: bool = False) -> object:
     """Nested lists, one level per axis, each as long as its axis: the rows (1 to `max_rows`, where batched),
-    then each fixed dim exactly and each dynamic one at least 1. That the lists of a dynamic axis are alike in
-    length, and the rows alike in every input, a JSON Schema cannot say: the route checks them."""
+    then each fixed dim exactly and each dynamic one at least 1 in a request; in an answer a dynamic axis may be
+    empty (an unbatched pipeline's answer has its own size: no peaks, no lines). That the lists of a dynamic axis are
+    alike in length, and the rows alike in every input, a JSON Schema cannot say: the route checks them."""
     kind: object = element_type(wire, answer)
+    free = Field(min_length=0 if answer else 1)
     for dim in reversed(dims):
-        kind = Annotated[list[kind], Field(min_length=dim, max_length=dim) if dim > 0 else Field(min_length=1)]
+        kind = Annotated[list[kind], Field(min_length=dim, max_length=dim) if dim > 0 else free]
     if max_rows is not None:
         kind = Annotated[list[kind], Field(min_length=1, max_length=max_rows)]
     return kind
