@@ -36,7 +36,6 @@ from kit.pipelines.custom import Definition, DefinitionError, answer
 
 MODULE = "pipeline.py"  # the module's name in the entry's version folder
 IN_FLIGHT_PER_BATCH = 4  # requests under way at once, in full batches of the entry
-UNBATCHED_QUEUE = 512  # requests an unbatched entry's queue holds before it refuses
 # Requests an unbatched entry instance runs at once: their network calls meet in the networks' batchers.
 UNBATCHED_IN_FLIGHT = 8
 
@@ -154,10 +153,12 @@ def pipeline_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, di
     for key, value in entry_parameters(spec, pipeline, networks).items():
         set_parameter(entry, key, value)
     entry.instance_group.add(kind=mc.ModelInstanceGroup.KIND_CPU, count=1)
-    bounded_batching(entry, spec)
-    if spec.max_batch_size == 0:  # no batches to wait for: the batcher is there for its bounded queue
-        entry.dynamic_batching.max_queue_delay_microseconds = 0
-        entry.dynamic_batching.default_queue_policy.max_queue_size = UNBATCHED_QUEUE
+    if spec.max_batch_size > 0:
+        bounded_batching(entry, spec)
+    # An unbatched entry has no batcher, as an unbatched `onnx` model has none: Triton 2.51 stalls a model of
+    # max_batch_size 0 that has a queue policy (a burst of 128 requests to a model that answers at once took 14.6-30 s,
+    # up to 32 of them refused as timed out, against 0.04-0.06 s without; perf/results/unbatched_queue.json,
+    # docs/RELIABILITY.md). What waits for it is bounded in front of it, by the door.
     own = {"instances": spec.instances}
     shared = dict(spec.networks)
     brought = {config.name: (config, "", own) for network, config in networks.items() if network not in shared}

@@ -93,5 +93,7 @@ def test_the_door_serves_the_unbatched_pipeline_whole(door, brought_models):
     want = in_process(spec, values)
     assert reply.json()["outputs"]["positions"] == want["positions"].tolist()
     np.testing.assert_allclose(np.array(reply.json()["outputs"]["scores"]).reshape(-1, 4), want["scores"], rtol=RTOL)
+    quiet = call(door, "POST", spec.door_route, json={"inputs": {"signal": [0.0]}})  # no peaks: an answer of size 0
+    assert quiet.status == 200 and quiet.json()["outputs"] == {"positions": [], "scores": []}, quiet.data[:300]
     problem = assert_problem(call(door, "POST", spec.door_route, json={"inputs": {"signal": [1.0, "x"]}}), 422, "invalid-request")
     assert problem["status"] == 422

@@ -105,7 +105,7 @@ def test_an_unbatched_pipeline_answers_each_request_whole_with_the_specs_setting
     entry = profile_configs("cpu", specs={"peaks": spec})["peaks"]
     assert entry.max_batch_size == 0 and parameters(entry)["threshold"] == "2.0"
     assert int(parameters(entry)["requests_in_flight"]) > 1, "concurrent requests' network calls must meet"
-    assert entry.dynamic_batching.default_queue_policy.max_queue_size > 0
+    assert not entry.HasField("dynamic_batching"), "an unbatched entry has no batcher (docs/RELIABILITY.md)"
     assert pipeline_files(spec)["peaks"] == {"pipeline.py": peaks / "peaks.py", "weights.txt": peaks / "weights.txt"}
     pipeline = ready_pipeline(spec)
     networks = in_process_networks(pipeline, peaks)

@@ -43,7 +43,7 @@ def test_ragged_batch_lets_every_classifier_input_take_mixed_lengths():
 def test_ragged_batch_is_refused_for_a_model_that_does_not_batch_itself():
     spec = spec_with()
     spec["models"]["ocr"]["ragged_batch"] = True
-    with pytest.raises(RepositoryError, match="ocr: ragged_batch needs a batching Python-backend model"):
+    with pytest.raises(RepositoryError, match="ocr: batching settings need the config.s dynamic_batching"):
         profile_configs("cpu", spec=spec)
 
 
