@@ -99,6 +99,13 @@ def run_model(args: argparse.Namespace, argv: list[str]) -> int:
         )
         return 2
     chosen = specs[args.model]
+    if chosen.task == "pipeline" and chosen.max_batch_size == 0:
+        print(
+            f"error: {args.model} is an unbatched pipeline (max_batch_size 0): `--model` sends rows to batched models; "
+            "an answer of its own size needs a workload of its own (the OCR entries': make perf-ocr)",
+            file=sys.stderr,
+        )
+        return 2
     w = PixelsWorkload(chosen) if chosen.input == "pixels" else MODEL_WORKLOADS[chosen.task](chosen)
     spec = load_spec(args.spec or w.sweep_spec)
     spec["path"] = os.path.relpath(spec["path"], REPO_ROOT)

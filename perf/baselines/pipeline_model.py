@@ -13,7 +13,8 @@ import asyncio
 import numpy as np
 
 from door.routes import json_values
-from kit.adapters.custom_pipeline import in_process_networks, load_definition
+from kit.adapters.custom_pipeline import in_process_networks
+from kit.control.pipeline_task import ready_pipeline
 from kit.control.specs import ModelSpec
 from kit.pipelines.custom import answer
 from perf.baselines.tensor_model import TensorModel
@@ -29,7 +30,7 @@ class PipelineModel(TensorModel):
 
     def __init__(self, spec: ModelSpec, threads: int):
         super().__init__(spec, threads, session=False)
-        self.pipeline = load_definition(spec.source_path)
+        self.pipeline = ready_pipeline(spec)
         self.networks = in_process_networks(self.pipeline, spec.source_path.parent, spec.max_batch_size, threads)
 
     def arrays(self, body: object) -> dict[str, np.ndarray]:

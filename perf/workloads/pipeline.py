@@ -19,8 +19,9 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 
 from door.routes import json_values
-from kit.adapters.custom_pipeline import in_process_networks, load_definition
+from kit.adapters.custom_pipeline import in_process_networks
 from kit.control.onnx_task import example_inputs
+from kit.control.pipeline_task import ready_pipeline
 from kit.control.specs import ModelSpec
 from kit.pipelines.custom import answer
 from perf.engine.inputs import InputSet
@@ -37,7 +38,7 @@ class PipelineModelWorkload(TensorModelWorkload):
 
     def __init__(self, spec: ModelSpec):
         super().__init__(spec)
-        self.pipeline = load_definition(spec.source_path)
+        self.pipeline = ready_pipeline(spec)
         self.model_note = (
             f"{spec.name} from {spec.path.name} (task pipeline: {spec.source_path.name}, networks "
             + (", ".join(f"{name} {graph}" for name, graph in self.pipeline.networks.items()) or "none")
@@ -98,7 +99,7 @@ class PipelineModelWorkload(TensorModelWorkload):
 
 def limit_job(spec: ModelSpec, items: list[dict[str, np.ndarray]], batch: int):
     """The limit's work: every item's rows, LIMIT_PASSES times, through the module in batches of `batch` rows."""
-    pipeline = load_definition(spec.source_path)
+    pipeline = ready_pipeline(spec)
     networks = in_process_networks(pipeline, spec.source_path.parent, spec.max_batch_size, CORES)
     rows = {k: np.concatenate([item[k] for item in items]) for k in items[0]}
     count = len(next(iter(rows.values())))

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from perf.__main__ import failed
+from perf.__main__ import failed, main
 from perf.engine.budget import Budget
 from perf.engine.load import Window
 from perf.engine.perf_analyzer import Load
@@ -220,3 +220,10 @@ def test_a_sweep_spec_may_name_the_workloads_models_by_role():
     assert RESNET.label(profile["models"]) == "paddle"
     assert RESNET.label(variant_profile(RESNET, {"@entry": {"ragged_batch": False}})["models"]) == "triton"
     assert load_spec("model-pixels")["targets"]["kit"][0] == {"@entry": {"parameters": {"merge_policy": "none"}}}
+
+
+def test_an_unbatched_pipeline_is_refused_by_the_model_sweep_with_what_measures_it(capsys):
+    """`--model` sends rows to batched models: an unbatched pipeline (the OCR entries) is named and sent elsewhere."""
+    assert main(["sweep", "--model", "ocr"]) == 2
+    error = capsys.readouterr().err
+    assert "ocr is an unbatched pipeline" in error and "make perf-ocr" in error
