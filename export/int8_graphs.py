@@ -41,8 +41,7 @@ from onnxruntime.quantization.shape_inference import quant_pre_process
 from kit.pipelines.encoded_images import decode_image
 from kit.runners.onnx import make_session
 from ocr.pipeline import OcrPipeline
-from ocr.reader import NetworkEngines
-from ocr.recognize import character_table
+from ocr.reader import NetworkEngines, TextReader
 from perf.baselines.ocr_model import ocr_engines, ocr_settings
 from perf.engine.tables import table
 from perf.probes.output import command_line, emit
@@ -183,9 +182,8 @@ class Judge:
     """The judged images, FP32's texts of them, and the inputs the pipeline sent the networks (to calibrate and time)."""
 
     def __init__(self, args: argparse.Namespace):
-        settings = ocr_settings().pipeline
-        characters = character_table((args.ocr / "rec" / "characters.txt").read_text(encoding="utf-8").splitlines())
-        self.pipeline, self.engines = OcrPipeline(characters, settings), ocr_engines(args.ocr, threads=1)
+        self.pipeline = TextReader(ocr_settings(), args.ocr / "rec" / "characters.txt").pipeline
+        self.engines = ocr_engines(args.ocr, threads=1)
         self.ocr = args.ocr
         generated = [(d.data, d.lines) for d in documents()] + [(h.data, None) for h in health_codes()]
         rendered = []

@@ -10,11 +10,9 @@ Bad input (Triton's own checks, a ValueError of the user's code) fails its reque
 INVALID_ARG; a network's failure fails the requests that called it as UNAVAILABLE; a bug in the user's code fails its
 requests as INTERNAL; the model keeps serving."""
 
-import json
-
 from kit.adapters.custom_pipeline import answer_many, pipeline_networks, ready_definition
 from kit.adapters.handoff import Background, Window
-from kit.adapters.settings import PipelineSettings
+from kit.adapters.settings import PipelineSettings, model_settings
 from kit.adapters.triton import Replies, input_array
 from kit.pipelines.custom import answer
 
@@ -23,9 +21,10 @@ DRAIN_S = 60.0  # at unload, how long the requests in flight may take to be answ
 
 class TritonPythonModel:
     def initialize(self, args):
-        self.settings, version_dir = PipelineSettings.from_args(args)
+        config, params, version_dir = model_settings(args)
+        self.settings = PipelineSettings.from_parameters(params)
         self.name = args["model_name"]
-        self.rows = json.loads(args["model_config"])["max_batch_size"] > 0
+        self.rows = config["max_batch_size"] > 0
         self.pipeline = ready_definition(version_dir / self.settings.pipeline_module, self.settings, version_dir)
         self.networks = pipeline_networks(self.pipeline, self.settings, version_dir)
         self.window, self.background = None, None

@@ -160,7 +160,7 @@ class PipelineSettings(Settings):
     """A pipeline spec's entry (kit.control.pipeline_task, kit/adapters/pipeline_model.py): `pipeline_module`, the
     user's module's file in the version folder (kit.pipelines.custom); `networks`, the builder's JSON of each
     network's model and output names; `max_rows`, the most rows a network takes in one call (0: as `run` sends them);
-    `requests_in_flight`, how many requests may be under way at once, the rest waiting in Triton's bounded queue.
+    `requests_in_flight`, how many requests may be under way at once, the rest waiting in Triton's queue.
     `engines`: how the entry runs its networks: `bls`, as requests to their models of the server (whose batchers merge
     the calls of concurrent requests: what a GPU wants), or `in_process`, ONNX Runtime sessions of
     `intra_op_threads` in the entry's own process, on the graphs linked into its version folder (no hop: on a few CPU
@@ -189,16 +189,21 @@ class PipelineSettings(Settings):
         return replace(parse(cls, own), module=module)
 
     def module_settings(self, kind: type | None) -> object:
-        """The module's SETTINGS (a dataclass) from its parameters; None where it declares none (and then has none)."""
-        module = dict(self.module)
-        if kind is None:
-            if module:
-                raise SettingsError(f"parameters {sorted(module)} are the module's, but it declares no SETTINGS")
-            return None
-        unknown = sorted(set(module) - keys(kind))
-        if unknown:
-            raise SettingsError(f"{kind.__name__}: unknown parameters {unknown} (known: {sorted(keys(kind))})")
-        return parse(kind, module)
+        """The module's SETTINGS from its parameters (module_settings)."""
+        return module_settings(kind, dict(self.module))
+
+
+def module_settings(kind: type | None, params: dict[str, str]) -> object:
+    """A pipeline module's SETTINGS (a dataclass, `kind`) from `params`; None where it declares none (and then takes
+    none)."""
+    if kind is None:
+        if params:
+            raise SettingsError(f"parameters {sorted(params)} are the module's, but it declares no SETTINGS")
+        return None
+    unknown = sorted(set(params) - keys(kind))
+    if unknown:
+        raise SettingsError(f"{kind.__name__}: unknown parameters {unknown} (known: {sorted(keys(kind))})")
+    return parse(kind, params)
 
 
 @dataclass(frozen=True)

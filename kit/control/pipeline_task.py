@@ -3,7 +3,8 @@ module (kit.pipelines.custom: NETWORKS, INPUTS, OUTPUTS and `async def run(input
 
 A spec `NAME` becomes the entry `NAME`, a Python model on kit/adapters/pipeline_model.py whose tensors are the
 module's INPUTS and OUTPUTS (rows first, batched as the spec says, with a bounded queue; or, with max_batch_size 0,
-one request's tensors whole, one request at a time per instance), and one model `NAME_<network>` per graph of
+one request's tensors whole, with no batcher, several requests in flight per instance unless its
+`requests_in_flight` is 1), and one model `NAME_<network>` per graph of
 NETWORKS, configured as the `onnx` task configures a graph (kit.control.onnx_task) and placed in each profile as such
 a model is. A network the spec's `networks` maps to a committed model of the repository is that model instead (two
 pipelines may share one, and their calls meet in its batcher). The entry calls them over BLS, so the network calls of
@@ -28,7 +29,7 @@ import numpy as np
 from tritonclient.grpc import model_config_pb2 as mc
 
 from kit.adapters.custom_pipeline import in_process_networks, load_definition
-from kit.adapters.settings import PipelineSettings, SettingsError, keys, parse
+from kit.adapters.settings import PipelineSettings, SettingsError, keys, module_settings
 from kit.control.configs import SOURCE, RepositoryError, config_type, load_source_config, set_parameter
 from kit.control.onnx_task import ATOL, CHECK_ROWS, RTOL, bounded_batching, example_inputs, graph_files, onnx_config
 from kit.control.specs import DOOR_ANSWER, DOOR_ROUTE, DOOR_SCHEMA, KEYS, ModelSpec
@@ -169,8 +170,9 @@ def pipeline_files(spec: ModelSpec) -> dict[str, dict[str, Path]]:
     """The module the entry loads, and each network's graph."""
     pipeline = pipeline_of(spec)
     files = {spec.name: {MODULE: spec.source_path} | {name: spec.source_path.parent / name for name in pipeline.files}}
+    shared = dict(spec.networks)
     for network, graph in pipeline.networks.items():
-        if network not in dict(spec.networks):
+        if network not in shared:
             files[f"{spec.name}_{network}"] = graph_files(network_spec(spec, network, graph))
     return files
 
@@ -179,7 +181,7 @@ def ready_pipeline(spec: ModelSpec) -> Definition:
     """The spec's pipeline loaded as its entry loads it, with the spec's `parameters` and the module's folder."""
     pipeline = pipeline_of(spec)
     try:
-        settings = parse(pipeline.settings, dict(spec.parameters)) if pipeline.settings else None
+        settings = module_settings(pipeline.settings, dict(spec.parameters))
     except SettingsError as exc:
         raise spec.error("parameters", f"do not fit the module's SETTINGS: {exc}", "set what it needs") from None
     try:

@@ -14,28 +14,35 @@ det/ cls/ rec/), ORT_THREADS (ONNX Runtime intra-op threads per session).
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import sys
 from pathlib import Path
 
 from kit.adapters.custom_pipeline import in_process_networks
 from kit.control.tasks import shipped_pipeline
-from kit.pipelines.custom import Networks
+from kit.pipelines.custom import Definition, Networks
 from kit.pipelines.encoded_images import decode_image
 from kit.runners.onnx import Graphs
 from ocr.pipeline import OcrResult
 from ocr.reader import NetworkEngines, ReaderSettings, TextReader
 
 
+@functools.cache
+def shipped_ocr() -> tuple[Definition, ReaderSettings]:
+    """The served `ocr`'s module and settings, read once per process."""
+    return shipped_pipeline("ocr")
+
+
 def ocr_settings() -> ReaderSettings:
     """The settings the served `ocr` reads with: its spec's."""
-    return shipped_pipeline("ocr")[1]
+    return shipped_ocr()[1]
 
 
 def ocr_engines(model_dir: Path, threads: int, replaced: dict[str, Path] | None = None) -> NetworkEngines:
     """The `ocr` module's networks as ONNX Runtime sessions of `threads` (0: ONNX Runtime's default) on the export in
     `model_dir` (det/ cls/ rec/), but for the graphs `replaced` gives by network (a probe's variants)."""
-    pipeline = shipped_pipeline("ocr")[0]
+    pipeline = shipped_ocr()[0]
     if not replaced:
         return NetworkEngines(in_process_networks(pipeline, model_dir, threads=threads))
     paths = {name: model_dir / graph for name, graph in pipeline.networks.items()} | replaced
