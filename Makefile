@@ -16,7 +16,7 @@ ARTIFACTS := artifacts
 # stand-in generated offline (see README: it has random weights and only exercises the pipeline).
 TINY_RADAR := $(ARTIFACTS)/checkpoints/radar-tiny
 RADAR_MODEL ?= $(TINY_RADAR)
-# The graph the CPU serves (export.radar --precision): fused (default, exact within --atol), int8
+# The graph the CPU serves (export.text_model --precision): fused (default, exact within --atol), int8
 # (dynamic quantization, gated on AI probabilities against FP32 PyTorch; RADAR_INT8_GATE sets the
 # thresholds, e.g. "--int8-max-diff 0.02") or fp32 (the graph as torch exported it).
 RADAR_PRECISION ?= fused
@@ -74,14 +74,14 @@ endif
 ifeq ($(RADAR_MODEL),$(TINY_RADAR))
 $(RADAR_ONNX): $(TINY_RADAR)/config.json
 endif
-RADAR_EXPORT_CODE := export/radar.py export/cpu_graphs.py export/accuracy_gate.py export/onnx_validate.py \
+RADAR_EXPORT_CODE := export/text_model.py export/cpu_graphs.py export/accuracy_gate.py export/onnx_validate.py \
 	kit/runners/torch_models.py kit/pipelines/text/pipeline.py samples/texts.py
 $(RADAR_ONNX): $(RADAR_EXPORT_CODE) | $(VENV)/export/.installed
-	$(EXPORT_PY) -m export.radar $(RADAR_EXPORT_ARGS) --out $(ARTIFACTS)/radar
+	$(EXPORT_PY) -m export.text_model $(RADAR_EXPORT_ARGS) --out $(ARTIFACTS)/radar
 	echo "$(strip $(RADAR_EXPORT_ARGS))" > $(ARTIFACTS)/radar/.source
 
 $(RADAR_INT8_ONNX): $(TINY_RADAR)/config.json $(RADAR_EXPORT_CODE) | $(VENV)/export/.installed
-	$(EXPORT_PY) -m export.radar --model $(TINY_RADAR) --precision int8 --no-checkpoint --out $(ARTIFACTS)/radar-int8
+	$(EXPORT_PY) -m export.text_model --model $(TINY_RADAR) --precision int8 --no-checkpoint --out $(ARTIFACTS)/radar-int8
 
 $(TINY_RADAR)/config.json: export/standins.py | $(VENV)/export/.installed
 	$(EXPORT_PY) -m export.standins --size tiny --out $(TINY_RADAR)
@@ -182,7 +182,7 @@ ifneq ($(shell cat $(ARTIFACTS)/radar-large/.source 2>/dev/null),$(strip $(PERF_
 .PHONY: $(PERF_MODEL)
 endif
 $(PERF_MODEL): $(PERF_CHECKPOINT)/config.json $(RADAR_EXPORT_CODE) | $(VENV)/export/.installed
-	$(EXPORT_PY) -m export.radar $(PERF_EXPORT_ARGS) --out $(ARTIFACTS)/radar-large
+	$(EXPORT_PY) -m export.text_model $(PERF_EXPORT_ARGS) --out $(ARTIFACTS)/radar-large
 	echo "$(strip $(PERF_EXPORT_ARGS))" > $(ARTIFACTS)/radar-large/.source
 
 # A new version of a text model under load (kit.control.deploy, docs/RELIABILITY.md): NAME=radar VERSION=2

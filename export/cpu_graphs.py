@@ -10,7 +10,7 @@ Both come from well-kept libraries, not from hand-written graph surgery:
 - `quantize_int8`: ONNX Runtime's dynamic quantization: weights stored as INT8 once, activations
   quantized per batch at run time, so there is no calibration set to ship.
 
-Whether the result still computes what the source does is the caller's gate (export.radar).
+Whether the result still computes what the source does is the caller's gate (export.text_model).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def quantize_int8(source: Path, target: Path, external: bool = False, weights: s
 
     `weights` "s8" is the fast format, but without VNNI the AVX2 kernel adds pairs of u8 x s8 products in
     16 bits, which full-range weights can overflow, so its accuracy depends on the CPU it runs on; "u8"
-    does not saturate and is slower there. The caller gates each on the CPU it exports on (export.radar).
+    does not saturate and is slower there. The caller gates each on the CPU it exports on (export.text_model).
     """
     remove_graph(target)
     quantize_dynamic(str(source), str(target), weight_type=WEIGHT_FORMATS[weights], use_external_data_format=external)

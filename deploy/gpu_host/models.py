@@ -4,7 +4,7 @@ profile's PyTorch runner, which needs no ONNX file.
 
 - `radar/`: the RoBERTa-large-shaped stand-in (export.standins, roberta-large's vocabulary size as
   export.gpu_levers builds it) in `checkpoint/`, with the files the `radar` entry model reads
-  (tokenizer.json, token_lengths.json, export.json) as export.radar writes them;
+  (tokenizer.json, token_lengths.json, export.json) as export.text_model writes them;
 - `resnet50/`: the ResNet-50 stand-in (export.resnet) in `checkpoint/`, and `cost.json`, the `cost` merge
   policy's cost model measured on this device through the PyTorch runner (export.resnet_cost).
 
@@ -24,11 +24,11 @@ import torch
 import transformers
 
 from export.gpu_levers import RADAR_VOCAB
-from export.radar import max_tokens, pad_token_id, write_token_lengths, write_tokenizer
 from export.resnet import CHECKPOINT
 from export.resnet import make_standin as make_resnet_standin
 from export.resnet_cost import BATCHES, SIDES, measure, write_cost
 from export.standins import build_model, corpus, make_config, train_tokenizer, wrap_tokenizer
+from export.text_model import max_tokens, pad_token_id, write_token_lengths, write_tokenizer
 from kit.pipelines.text.pipeline import DEFAULT_MAX_CHARS
 from kit.runners.torch import TorchModel, TorchOptions
 
@@ -43,7 +43,7 @@ def step(message: str) -> None:
 
 
 def radar(folder: Path, size: str) -> int:
-    """RADAR's files as export.radar writes them, minus the ONNX graphs; returns the parameter count."""
+    """RADAR's files as export.text_model writes them, minus the ONNX graphs; returns the parameter count."""
     tokenizer = wrap_tokenizer(train_tokenizer(corpus()))
     model = build_model(make_config(size, RADAR_VOCAB), SEED)
     model.save_pretrained(folder / CHECKPOINT)

@@ -16,7 +16,7 @@ from kit.pipelines.text.pipeline import TextPipeline
 
 
 def text_pipeline(folder: Path, settings: TextSettings) -> TextPipeline:
-    """RADAR, or any text model export.radar exported, from `tokenizer.json` and `export.json` (token limit, pad id,
+    """RADAR, or any text model export.text_model exported, from `tokenizer.json` and `export.json` (token limit, pad id,
     the AI label's index; an encoder's output and normalisation)."""
     meta = json.loads((folder / "export.json").read_text())
     embedder = meta.get("task") == "feature-extraction"
@@ -34,7 +34,7 @@ def text_pipeline(folder: Path, settings: TextSettings) -> TextPipeline:
 
 
 def graph_output(folder: Path) -> str:
-    """The output of the text graph export.radar wrote into `folder`: a classifier's logits, an encoder's embeddings."""
+    """The output of the text graph export.text_model wrote into `folder`: a classifier's logits, an encoder's embeddings."""
     return json.loads((folder / "export.json").read_text()).get("outputs", ["logits"])[0]
 
 

@@ -4,7 +4,7 @@ That server has no onnxruntime backend, so `onnxruntime` models move to the kit'
 ONNX Runtime runner (kit/adapters/onnx_runner_model.py) with their thread count. Settings:
 `threads` (ONNX Runtime intra-op threads of a runner instance), `graph` (the ONNX file of the
 version folder the runner serves, default model.onnx; RADAR's export writes faster CPU graphs
-beside it, export.radar) and the common ones (kit.control.profiles). On CPU, instances x threads
+beside it, export.text_model) and the common ones (kit.control.profiles). On CPU, instances x threads
 is the layout knob: batching buys little.
 """
 

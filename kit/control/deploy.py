@@ -260,7 +260,7 @@ def deploy(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model", help="the text model to update: an entry whose config carries a golden set (radar)")
+    parser.add_argument("model", help="the text model to update: the entry of a text spec, whose config carries its golden set")
     parser.add_argument("--version", type=int, required=True, help="the new version's number, above the serving one")
     parser.add_argument("--artifacts", type=Path, required=True, help="the folder holding the new export (DIR/NAME/...)")
     parser.add_argument("--repository", type=Path, default=REPO_ROOT / "build" / "repository" / "cpu")

@@ -13,7 +13,7 @@ answers EMBEDDING [dimensions] (the chunks' embeddings, weighted by length, L2-n
 normalises), CHUNK_EMBEDDINGS [chunks, dimensions] and CHUNK_SPANS: a text within the token limit is one chunk,
 whose embedding is the encoder's on the whole text, as sentence-transformers computes it.
 
-The export (export.radar, run by kit.control.exports at `kit add` and again whenever the checkpoint or the spec's
+The export (export.text_model, run by kit.control.exports at `kit add` and again whenever the checkpoint or the spec's
 chunking changed since) checks the graph against PyTorch and measures the chunk lengths the buckets are chosen from.
 """
 
@@ -64,7 +64,7 @@ def text_depends(spec: ModelSpec) -> dict:
     return {"max_chars": spec.max_chars} | (embedding if spec.task == FEATURE_EXTRACTION else {}) | scored
 
 
-EXPORTERS = {task: Exporter("export.radar", text_options, text_depends, what) for task, what in WHAT.items()}
+EXPORTERS = {task: Exporter("export.text_model", text_options, text_depends, what) for task, what in WHAT.items()}
 
 
 def export(spec: ModelSpec) -> dict:
@@ -226,7 +226,7 @@ def text_files(spec: ModelSpec) -> dict[str, dict[str, Path]]:
 
 
 def check_text(spec: ModelSpec) -> str:
-    """`kit add`'s check: the export, validated against PyTorch (export.radar), and its labels against the spec."""
+    """`kit add`'s check: the export, validated against PyTorch (export.text_model), and its labels against the spec."""
     check_label_count(spec)
     meta = export(spec)
     label_names = labels(spec, meta)

@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="workload", required=True)
     r = sub.add_parser("radar", help="RADAR's length buckets")
-    r.add_argument("--model", type=Path, default=Path("artifacts/radar"), help="an export.radar folder")
+    r.add_argument("--model", type=Path, default=Path("artifacts/radar"), help="an export.text_model folder")
     r.add_argument("--bucket-counts", type=int, nargs="+", help="default: the CPU profile's")
     r.add_argument("--texts", type=int, default=400)
     r.add_argument("--seed", type=int, default=101, help="a different seed from the one buckets are chosen on")

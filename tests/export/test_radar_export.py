@@ -13,7 +13,7 @@ import torch
 from tokenizers import Tokenizer
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from export import radar
+from export import text_model
 from export.accuracy_gate import Thresholds, agreement
 from export.onnx_validate import TensorSpec, ValidationError, graph_signature, require_close, sha256
 from export.standins import make_standin
@@ -38,13 +38,13 @@ def standin(tmp_path_factory):
 @pytest.fixture(scope="session")
 def exported(standin, tmp_path_factory):
     out = tmp_path_factory.mktemp("radar-onnx")
-    meta = radar.export(str(standin), out)
+    meta = text_model.export(str(standin), out)
     return out, meta
 
 
 def encode(tokenizer, texts):
     encoded = tokenizer(texts, padding=True, truncation=True, max_length=512, return_tensors="np")
-    return {name: encoded[name].astype(np.int64) for name in radar.INPUT_NAMES}
+    return {name: encoded[name].astype(np.int64) for name in text_model.INPUT_NAMES}
 
 
 def test_export_names_inputs_outputs_and_dynamic_axes(exported):
@@ -90,8 +90,8 @@ def test_export_json_describes_what_serving_needs(standin, exported):
     assert meta["ai_label_index"] == 0
     assert meta["max_tokens"] == 512
     assert meta["pad_token_id"] == 1
-    assert meta["opset"] == radar.DEFAULT_OPSET
-    assert meta["atol"] == radar.DEFAULT_ATOL
+    assert meta["opset"] == text_model.DEFAULT_OPSET
+    assert meta["atol"] == text_model.DEFAULT_ATOL
     assert meta["external_data"] is None and not (out / "model.onnx.data").exists()
     assert meta["onnx_sha256"] == sha256(out / "model.onnx")
 
@@ -105,37 +105,37 @@ def test_tokenizer_json_round_trips_through_tokenizers(standin, exported):
 
 
 def test_export_fails_with_clear_message_when_onnx_differs_above_atol(standin, tmp_path, monkeypatch, capsys):
-    torch_logits = radar.torch_logits
-    monkeypatch.setattr(radar, "torch_logits", lambda model, batch: torch_logits(model, batch) + 1e-3)
-    code = radar.main(["--model", str(standin), "--out", str(tmp_path), "--atol", "1e-4"])
+    torch_logits = text_model.torch_logits
+    monkeypatch.setattr(text_model, "torch_logits", lambda model, batch: torch_logits(model, batch) + 1e-3)
+    code = text_model.main(["--model", str(standin), "--out", str(tmp_path), "--atol", "1e-4"])
     assert code != 0
     assert "above atol 0.0001" in capsys.readouterr().err
     assert not (tmp_path / "export.json").exists()
 
 
 def test_weights_over_the_threshold_go_to_an_external_data_file(standin, tmp_path, monkeypatch):
-    monkeypatch.setattr(radar, "EXTERNAL_DATA_THRESHOLD", 0)
-    meta = radar.export(str(standin), tmp_path)
+    monkeypatch.setattr(text_model, "EXTERNAL_DATA_THRESHOLD", 0)
+    meta = text_model.export(str(standin), tmp_path)
     assert meta["external_data"] == "model.onnx.data"
     assert (tmp_path / "model.onnx.data").stat().st_size > (tmp_path / "model.onnx").stat().st_size
-    assert meta["max_abs_diff"] <= radar.DEFAULT_ATOL
+    assert meta["max_abs_diff"] <= text_model.DEFAULT_ATOL
     # The served CPU graph is a link whose weights file keeps the fused graph's name.
     assert (tmp_path / "model.fused.onnx.data").is_file()
-    session = ort.InferenceSession(str(tmp_path / radar.CPU_GRAPH), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(str(tmp_path / text_model.CPU_GRAPH), providers=["CPUExecutionProvider"])
     assert session.run(["logits"], {"input_ids": np.array([[0, 100, 2]]), "attention_mask": np.ones((1, 3), np.int64)})[
         0
     ].shape == (1, 2)
 
 
 def test_ai_label_index_must_name_a_label(standin, tmp_path):
-    with pytest.raises(radar.ExportError, match="not a label"):
-        radar.export(str(standin), tmp_path, ai_label_index=2)
+    with pytest.raises(text_model.ExportError, match="not a label"):
+        text_model.export(str(standin), tmp_path, ai_label_index=2)
 
 
 def test_slow_tokenizer_is_rejected_with_a_reason(monkeypatch):
-    monkeypatch.setattr(radar.AutoTokenizer, "from_pretrained", lambda source: SimpleNamespace(is_fast=False))
-    with pytest.raises(radar.ExportError, match="fast"):
-        radar.load_tokenizer("some/slow-model")
+    monkeypatch.setattr(text_model.AutoTokenizer, "from_pretrained", lambda source: SimpleNamespace(is_fast=False))
+    with pytest.raises(text_model.ExportError, match="fast"):
+        text_model.load_tokenizer("some/slow-model")
 
 
 @pytest.mark.parametrize(
@@ -149,7 +149,7 @@ def test_slow_tokenizer_is_rejected_with_a_reason(monkeypatch):
 )
 def test_max_tokens_counts_only_usable_positions(model_type, positions, tokenizer_limit, expected):
     config = SimpleNamespace(model_type=model_type, max_position_embeddings=positions, pad_token_id=1)
-    assert radar.max_tokens(config, SimpleNamespace(model_max_length=tokenizer_limit)) == expected
+    assert text_model.max_tokens(config, SimpleNamespace(model_max_length=tokenizer_limit)) == expected
 
 
 def test_nan_difference_fails_validation():
@@ -180,33 +180,33 @@ def source_probabilities(standin, texts):
 @pytest.fixture(scope="session")
 def exported_int8(standin, tmp_path_factory):
     out = tmp_path_factory.mktemp("radar-int8")
-    return out, radar.export(str(standin), out, precision="int8")
+    return out, text_model.export(str(standin), out, precision="int8")
 
 
 def test_the_cpu_serves_the_fused_graph_by_default_within_atol_of_pytorch(standin, exported):
     out, meta = exported
     assert (meta["precision"], meta["cpu_graph"]) == ("fused", "model.fused.onnx")
-    assert (out / radar.CPU_GRAPH).samefile(out / "model.fused.onnx")
+    assert (out / text_model.CPU_GRAPH).samefile(out / "model.fused.onnx")
     layers = AutoModelForSequenceClassification.from_pretrained(standin).config.num_hidden_layers
     assert op_counts(out / "model.fused.onnx").get("Attention") == layers
     assert "Attention" not in op_counts(out / "model.onnx")  # the portable graph stays unfused
     # Its numbers against PyTorch: test_onnx_matches_pytorch_on_padded_batches_of_mixed_lengths.
-    assert meta["graphs"]["fused"]["max_abs_diff"] <= radar.DEFAULT_ATOL
+    assert meta["graphs"]["fused"]["max_abs_diff"] <= text_model.DEFAULT_ATOL
 
 
 def test_int8_export_serves_a_quantized_graph_and_records_true_gate_figures(standin, exported_int8):
     out, meta = exported_int8
     assert (meta["precision"], meta["cpu_graph"]) == ("int8", "model.int8.onnx")
-    assert (out / radar.CPU_GRAPH).samefile(out / "model.int8.onnx")
+    assert (out / text_model.CPU_GRAPH).samefile(out / "model.int8.onnx")
     assert op_counts(out / "model.int8.onnx").get("MatMulInteger", 0) > 0
     recorded = meta["graphs"]["int8"]["accuracy"]
-    texts = radar.gate_texts(300)
+    texts = text_model.gate_texts(300)
     assert recorded["texts"] == len(texts) and any(not text.isascii() for text in texts)
     tokenizer = AutoTokenizer.from_pretrained(standin)
     session = ort.InferenceSession(str(out / "model.int8.onnx"), providers=["CPUExecutionProvider"])
     got = []
-    for start in range(0, len(texts), radar.GATE_BATCH):
-        (logits,) = session.run(["logits"], encode(tokenizer, texts[start : start + radar.GATE_BATCH]))
+    for start in range(0, len(texts), text_model.GATE_BATCH):
+        (logits,) = session.run(["logits"], encode(tokenizer, texts[start : start + text_model.GATE_BATCH]))
         got += list(ai_probabilities(logits))
     measured = agreement(source_probabilities(standin, texts), np.array(got))
     assert measured.max_abs_diff == pytest.approx(recorded["max_abs_diff"], abs=1e-5)
@@ -223,7 +223,7 @@ def test_int8_export_serves_a_quantized_graph_and_records_true_gate_figures(stan
 
 
 def test_int8_export_fails_above_the_users_thresholds_and_writes_no_export_json(standin, tmp_path, capsys):
-    code = radar.main(["--model", str(standin), "--out", str(tmp_path), "--precision", "int8", "--int8-max-diff", "1e-6"])
+    code = text_model.main(["--model", str(standin), "--out", str(tmp_path), "--precision", "int8", "--int8-max-diff", "1e-6"])
     assert code == 1
     error = capsys.readouterr().err
     assert "the INT8 graph fails its accuracy gate on 48 texts in every weight format" in error
@@ -232,8 +232,8 @@ def test_int8_export_fails_above_the_users_thresholds_and_writes_no_export_json(
 
 
 def test_fp32_precision_serves_the_graph_as_exported(standin, tmp_path):
-    meta = radar.export(str(standin), tmp_path, precision="fp32")
-    assert meta["cpu_graph"] == "model.onnx" and (tmp_path / radar.CPU_GRAPH).samefile(tmp_path / "model.onnx")
+    meta = text_model.export(str(standin), tmp_path, precision="fp32")
+    assert meta["cpu_graph"] == "model.onnx" and (tmp_path / text_model.CPU_GRAPH).samefile(tmp_path / "model.onnx")
     assert not (tmp_path / "model.fused.onnx").exists()
 
 
@@ -243,7 +243,7 @@ def test_canary_holds_the_source_models_scores_for_one_chunk_texts(standin, whic
     canary = meta["canary"]
     assert all(len(text) <= 300 for text in canary["texts"]) and any(not text.isascii() for text in canary["texts"])
     np.testing.assert_allclose(canary["scores"], source_probabilities(standin, canary["texts"]), atol=1e-6)
-    expected_tolerance = Thresholds().max_abs_diff if meta["precision"] == "int8" else radar.CANARY_TOLERANCE
+    expected_tolerance = Thresholds().max_abs_diff if meta["precision"] == "int8" else text_model.CANARY_TOLERANCE
     assert canary["tolerance"] == expected_tolerance
 
 
@@ -258,8 +258,8 @@ def test_accuracy_gate_measures_difference_and_decision_agreement():
 
 
 def test_also_int8_gates_the_int8_graph_while_the_cpu_serves_the_fused_one(standin, tmp_path):
-    meta = radar.export(str(standin), tmp_path, also_int8=True)
-    assert meta["cpu_graph"] == "model.fused.onnx" and (tmp_path / radar.CPU_GRAPH).samefile(tmp_path / "model.fused.onnx")
-    assert meta["graphs"]["int8"]["accuracy"]["texts"] == len(radar.gate_texts(300))
+    meta = text_model.export(str(standin), tmp_path, also_int8=True)
+    assert meta["cpu_graph"] == "model.fused.onnx" and (tmp_path / text_model.CPU_GRAPH).samefile(tmp_path / "model.fused.onnx")
+    assert meta["graphs"]["int8"]["accuracy"]["texts"] == len(text_model.gate_texts(300))
     assert op_counts(tmp_path / "model.int8.onnx").get("MatMulInteger", 0) > 0
-    assert meta["canary"]["tolerance"] == radar.CANARY_TOLERANCE
+    assert meta["canary"]["tolerance"] == text_model.CANARY_TOLERANCE

@@ -15,7 +15,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from export import radar, resnet
+from export import resnet, text_model
 from export.standins import make_standin
 from kit.runners.batched import run_batched
 from kit.runners.torch import TorchModel, TorchOptions, TorchRunnerError
@@ -27,7 +27,7 @@ def radar_export(tmp_path_factory):
     standin = tmp_path_factory.mktemp("radar-tiny")
     make_standin("tiny", standin, seed=0)
     out = tmp_path_factory.mktemp("radar-onnx")
-    return out, radar.export(str(standin), out)
+    return out, text_model.export(str(standin), out)
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def classifier(radar_export):
 
 def encode(tokenizer, texts: list[str]) -> dict[str, np.ndarray]:
     encoded = tokenizer(texts, padding=True, return_tensors="np")
-    return {name: encoded[name].astype(np.int64) for name in radar.INPUT_NAMES}
+    return {name: encoded[name].astype(np.int64) for name in text_model.INPUT_NAMES}
 
 
 def onnx_run(path, output: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
@@ -62,7 +62,7 @@ def test_runner_gives_the_onnx_logits_on_padded_batches_of_mixed_lengths(radar_e
     out, meta = radar_export
     tokenizer = AutoTokenizer.from_pretrained(out / "checkpoint")
     batches = [encode(tokenizer, texts) for texts in (MIXED_TEXTS, MIXED_TEXTS[:2], MIXED_TEXTS[3:4])]
-    batches += radar.sample_batches(tokenizer, meta["max_tokens"])  # the export's own, up to 512 tokens
+    batches += text_model.sample_batches(tokenizer, meta["max_tokens"])  # the export's own, up to 512 tokens
     for batch in batches:
         assert len(batch["input_ids"]) == 1 or (batch["attention_mask"] == 0).any()
         got = classifier(batch)["logits"]
@@ -133,7 +133,7 @@ def test_no_checkpoint_removes_the_one_an_earlier_export_left(tmp_path):
     standin = tmp_path / "standin"
     make_standin("tiny", standin, seed=0)
     (tmp_path / "out" / "checkpoint").mkdir(parents=True)
-    assert radar.main(["--model", str(standin), "--out", str(tmp_path / "out"), "--no-checkpoint"]) == 0
+    assert text_model.main(["--model", str(standin), "--out", str(tmp_path / "out"), "--no-checkpoint"]) == 0
     assert not (tmp_path / "out" / "checkpoint").exists()
     assert json.loads((tmp_path / "out" / "export.json").read_text())["checkpoint"] is None
 

@@ -1,5 +1,5 @@
-"""Export RADAR (or any Hugging Face sequence classifier, or with --task feature-extraction any encoder as a sentence
-embedder) to ONNX for Triton, validated against PyTorch.
+"""Export a Hugging Face sequence classifier (RADAR, or any text-classification spec's checkpoint), or with --task
+feature-extraction any encoder as a sentence embedder, to ONNX for Triton, validated against PyTorch.
 
 Loads the checkpoint exactly as a user with network access would (a hub id such as
 TrustSafeAI/RADAR-Vicuna-7B, or a local directory such as a stand-in from `export.standins`),
@@ -36,8 +36,8 @@ unset, both follow the checkpoint's sentence-transformers files (modules.json an
 sentence-transformers would load it, else mean pooling without normalisation. It has no INT8 graph or canary (both
 judge a classifier's probabilities), and its checkpoint/ carries the pooling (pooling.json) for the PyTorch runner.
 
-    python -m export.radar --model TrustSafeAI/RADAR-Vicuna-7B --out artifacts/radar [--precision int8]
-    python -m export.radar --task feature-extraction --model DIR --out artifacts/models/NAME
+    python -m export.text_model --model TrustSafeAI/RADAR-Vicuna-7B --out artifacts/radar [--precision int8]
+    python -m export.text_model --task feature-extraction --model DIR --out artifacts/models/NAME
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ class ExportError(Exception):
 
 
 def step(message: str) -> None:
-    print(f"[export.radar] {message}", file=sys.stderr, flush=True)
+    print(f"[export.text_model] {message}", file=sys.stderr, flush=True)
 
 
 def sentence_transformers_pooling(source: str) -> tuple[str | None, bool | None]:
@@ -340,7 +340,7 @@ def int8_graph(
             f"decisions agree on {result.agreement:.2%} (the reference calls {result.reference_positive_share:.0%} AI)"
         )
         if not result.failures(limits):
-            sample_spec = {"texts": "export.radar.gate_texts", **GATE_SAMPLE}
+            sample_spec = {"texts": "export.text_model.gate_texts", **GATE_SAMPLE}
             accuracy = result.record(limits)
             return {
                 "file": quantized.name,
