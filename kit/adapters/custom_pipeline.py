@@ -54,7 +54,7 @@ def pipeline_networks(pipeline: Definition, settings: PipelineSettings, folder: 
     """The networks as the entry's `engines` say: models of this server, or its graphs in this process."""
     if settings.engines == "in_process":
         return in_process_networks(pipeline, folder, settings.max_rows, settings.intra_op_threads)
-    return served_networks(settings.networks, settings.max_rows)
+    return served_networks(settings.networks, json.loads(settings.network_rows))
 
 
 def in_process_networks(pipeline: Definition, folder: Path, max_rows: int = 0, threads: int = 1) -> Networks:
@@ -64,11 +64,11 @@ def in_process_networks(pipeline: Definition, folder: Path, max_rows: int = 0, t
     return Networks(pipeline.networks, Graphs({n: folder / file for n, file in pipeline.networks.items()}, threads), max_rows)
 
 
-def served_networks(models: str, max_rows: int) -> Networks:
+def served_networks(models: str, max_rows: dict[str, int]) -> Networks:
     """The pipeline's networks as models of this server: `models` is the builder's JSON of each network's model and
-    output names (kit.control.pipeline_task). A network's failure, its refusal of the inputs included, is a
-    ModelCallError: Triton 2.51's Python backend hands BLS errors back without their code, so a refusal of bad input
-    cannot be told from a full queue."""
+    output names (kit.control.pipeline_task), `max_rows` the most rows each model takes (kit.control.derived). A
+    network's failure, its refusal of the inputs included, is a ModelCallError: Triton 2.51's Python backend hands BLS
+    errors back without their code, so a refusal of bad input cannot be told from a full queue."""
     served = json.loads(models)
 
     async def call(name: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

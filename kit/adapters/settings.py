@@ -159,7 +159,9 @@ PIPELINE_ENGINES = ("bls", "in_process")
 class PipelineSettings(Settings):
     """A pipeline spec's entry (kit.control.pipeline_task, kit/adapters/pipeline_model.py): `pipeline_module`, the
     user's module's file in the version folder (kit.pipelines.custom); `networks`, the builder's JSON of each
-    network's model and output names; `max_rows`, the most rows a network takes in one call (0: as `run` sends them);
+    network's model and output names; `network_rows`, the builder's JSON of the most rows each of those models takes
+    in one call (its max_batch_size as placed; 0: the tensors whole); `max_rows`, the most rows a network of the
+    entry's own process takes in one call (0: as `run` sends them);
     `requests_in_flight`, how many requests may be under way at once, the rest waiting in Triton's queue.
     `engines`: how the entry runs its networks: `bls`, as requests to their models of the server (whose batchers merge
     the calls of concurrent requests: what a GPU wants), or `in_process`, ONNX Runtime sessions of
@@ -172,6 +174,7 @@ class PipelineSettings(Settings):
     networks: str
     max_rows: int
     requests_in_flight: int
+    network_rows: str = "{}"
     engines: str = "bls"
     intra_op_threads: int = 1
     parameters_from: str = ""

@@ -1,6 +1,6 @@
 """Parameters the repository builder computes from other configs and from the exported files.
 
-Four rules, each keyed by a parameter of the committed config, not by model name:
+Five rules, each keyed by a parameter of the committed config, not by model name:
 
 - `parameters_from: MODEL`: every parameter of MODEL's committed config (its profile's applied) that
   this config does not set (health_code reads text with `ocr`'s settings, radar_texts RADAR's from
@@ -17,6 +17,10 @@ Four rules, each keyed by a parameter of the committed config, not by model name
   JSON: the golden set the front door runs through the served model (kit.control.canary), carried by
   the served config so that it reaches a door in another container. Nothing when the export has no
   such section. Each text must fit this config's `max_chars`: its source score is one chunk's.
+
+- `pipeline_module` and `networks` (a pipeline entry's, kit.control.pipeline_task): `network_rows`, each network
+  model's max_batch_size as its profile placed it, the most rows one call to it may carry; a network that is not a
+  model of the repository is refused here.
 
 One check across configs (check_queue_bounds): a batching model whose profile took Triton's queue policy
 away (`queue_policy: false`, kit.control.profiles) must be the `classifier` of a model with `batches_in_flight`,
@@ -37,7 +41,7 @@ from kit.control.specs import DOOR_ANSWER, DOOR_DESCRIPTION, DOOR_ROUTE, DOOR_SC
 from kit.pipelines.text.pipeline import length_buckets
 
 TOKEN_LENGTHS = "token_lengths.json"
-DERIVED = ("buckets", "max_batch", "chunks_in_flight", "canary")  # computed here for each model, never inherited
+DERIVED = ("buckets", "max_batch", "chunks_in_flight", "canary", "network_rows")  # computed here for each model, never inherited
 # The door serves the entry, not the models behind it: how it does is never inherited either.
 ENTRY_ONLY = (DOOR_ROUTE, DOOR_ANSWER, DOOR_DESCRIPTION, DOOR_SCHEMA)
 
@@ -110,7 +114,22 @@ def derived_parameters(config: mc.ModelConfig, configs: dict[str, mc.ModelConfig
             derived["chunks_in_flight"] = str(rounds)
     if "canary_from" in own:
         derived.update(canary(config, own, files))
+    if "pipeline_module" in own and "networks" in own:
+        derived["network_rows"] = network_rows(config, own, configs)
     return derived
+
+
+def network_rows(config: mc.ModelConfig, own: dict[str, str], configs: dict[str, mc.ModelConfig]) -> str:
+    rows = {}
+    for network, served in json.loads(own["networks"]).items():
+        model = configs.get(served["model"])
+        if model is None:
+            raise RepositoryError(
+                f"{config.name}: its network {network} is the model {served['model']!r}, which is not in the repository; "
+                "build the spec that brings it too"
+            )
+        rows[network] = model.max_batch_size
+    return json.dumps(rows, separators=(",", ":"))
 
 
 def bounded(config: mc.ModelConfig) -> bool:

@@ -67,12 +67,12 @@ def add(name: str, task: str, source: Path, folder: Path, settings: dict, replac
     return path
 
 
-def parameter_table(pairs: list[str]) -> dict[str, str]:
+def parameter_table(pairs: list[str], option: str = "--parameter") -> dict[str, str]:
     table = {}
     for pair in pairs:
         key, equals, value = pair.partition("=")
         if not equals or not key.isidentifier():
-            raise SystemExit(f"error: --parameter {pair!r} is not KEY=VALUE")
+            raise SystemExit(f"error: {option} {pair!r} is not KEY=VALUE")
         table[key] = value
     return table
 
@@ -112,6 +112,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="pipeline: a setting of the module's SETTINGS (repeat for each); the spec's `parameters`",
     )
+    a.add_argument(
+        "--network",
+        action="append",
+        metavar="NETWORK=MODEL",
+        help="pipeline: serve a network of the module as a model the repository has already (a committed one, an onnx "
+        "spec's, another pipeline's NAME_network), so that their calls share its batcher (repeat for each); the spec's "
+        "`networks`",
+    )
     a.add_argument("--route", help="the door's path (default /v1/<name>)")
     a.add_argument("--replace", action="store_true", help="write over an existing spec of that name")
     a.add_argument("--models", type=Path, default=MODELS, help="the folder of model specs")
@@ -127,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             given |= {"pooling": args.pooling, "normalize": args.normalize}
             given |= {"input": args.input, "merge_policy": args.merge_policy}
             given["parameters"] = parameter_table(args.parameter) if args.parameter else None
+            given["networks"] = parameter_table(args.network, "--network") if args.network else None
             settings = {key: value for key, value in given.items() if value is not None}
             path = add(args.name, args.task, args.source, args.models, settings, args.replace)
             print(f"wrote {path}; `make serve` serves it at {read_spec(path).door_route} (docs/MODELS.md)")

@@ -6,8 +6,10 @@ module's INPUTS and OUTPUTS (rows first, batched as the spec says, with a bounde
 one request's tensors whole, with no batcher, several requests in flight per instance unless its
 `requests_in_flight` is 1), and one model `NAME_<network>` per graph of
 NETWORKS, configured as the `onnx` task configures a graph (kit.control.onnx_task) and placed in each profile as such
-a model is. A network the spec's `networks` maps to a committed model of the repository is that model instead (two
-pipelines may share one, and their calls meet in its batcher). The entry calls them over BLS, so the network calls of
+a model is. A network the spec's `networks` maps to another model is that model instead, so that two pipelines share
+one and their calls meet in its batcher: a committed model of the repository, or a model another spec beside it serves
+from a graph of its own (an `onnx` spec's, or another pipeline's network `OTHER_<network>`), whose tensors must be
+those of the module's own graph, which `kit add`'s check runs. The entry calls them over BLS, so the network calls of
 concurrent requests are batched together, or, where a profile sets its `engines` to `in_process`, runs their graphs
 in its own process. The spec's `parameters` are the module's SETTINGS (`parameters_from` takes another entry's where
 it sets none); the door serves the entry at its route, as `door_answer` says (every tensor by name by default).
@@ -30,9 +32,16 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from kit.adapters.custom_pipeline import in_process_networks, load_definition
 from kit.adapters.settings import PipelineSettings, SettingsError, keys, module_settings
-from kit.control.configs import SOURCE, RepositoryError, config_type, load_source_config, set_parameter
+from kit.control.configs import (
+    SOURCE,
+    RepositoryError,
+    config_type,
+    load_source_config,
+    set_parameter,
+    source_models,
+)
 from kit.control.onnx_task import ATOL, CHECK_ROWS, RTOL, bounded_batching, example_inputs, graph_files, onnx_config
-from kit.control.specs import DOOR_ANSWER, DOOR_ROUTE, DOOR_SCHEMA, KEYS, ModelSpec
+from kit.control.specs import DOOR_ANSWER, DOOR_ROUTE, DOOR_SCHEMA, KEYS, ModelSpec, read_spec
 from kit.pipelines.custom import Definition, DefinitionError, answer
 
 MODULE = "pipeline.py"  # the module's name in the entry's version folder
@@ -91,7 +100,7 @@ def network_spec(spec: ModelSpec, network: str, graph: str) -> ModelSpec:
 
 
 def network_configs(spec: ModelSpec, pipeline: Definition) -> dict[str, mc.ModelConfig]:
-    """Each network's config: the committed model's the spec's `networks` names, or, as the `onnx` task's but without
+    """Each network's config: that of the model the spec's `networks` names, or, as the `onnx` task's but without
     a door route, its own graph's (a network is the entry's to call)."""
     shared = dict(spec.networks)
     undeclared = sorted(set(shared) - set(pipeline.networks))
@@ -102,13 +111,63 @@ def network_configs(spec: ModelSpec, pipeline: Definition) -> dict[str, mc.Model
         if network not in shared:
             configs[network] = onnx_config(network_spec(spec, network, graph), routed=False)
             continue
-        try:
-            configs[network] = load_source_config(shared[network], spec.path.parent if spec.shipped else SOURCE)
-        except RepositoryError:
+        source = spec.path.parent if spec.shipped else SOURCE
+        if shared[network] in source_models(source):
+            configs[network] = load_source_config(shared[network], source)
+            continue
+        other = None if spec.shipped else graph_models_beside(spec).get(shared[network])
+        if other is None:
             raise spec.error(
-                "networks", f"maps {network} to {shared[network]!r}, which is not a committed model", "name one"
-            ) from None
+                "networks",
+                f"maps {network} to {shared[network]!r}, which is neither a committed model nor one a spec beside it "
+                "serves from its own graph",
+                "name a committed model, an onnx spec's model or another pipeline's network (NAME_network)",
+            )
+        configs[network] = same_tensors(spec, network, onnx_config(network_spec(spec, network, graph), routed=False), other)
     return configs
+
+
+def graph_models_beside(spec: ModelSpec) -> dict[str, mc.ModelConfig]:
+    """The models the other specs of the spec's folder serve from graphs of their own, by name: each `onnx` spec's,
+    and each pipeline's own networks. A spec that does not read is skipped here: the build names its mistake."""
+    found = {}
+    for path in sorted(spec.path.parent.glob("*.toml")):
+        if path.stem == spec.name:
+            continue
+        try:
+            other = read_spec(path)
+            if other.task == "onnx":
+                found[other.name] = onnx_config(other, routed=False)
+            elif other.task == "pipeline":
+                own = pipeline_of(other).networks.items()
+                for network, graph in ((n, g) for n, g in own if n not in dict(other.networks)):
+                    found[f"{other.name}_{network}"] = onnx_config(network_spec(other, network, graph), routed=False)
+        except RepositoryError:
+            continue
+    return found
+
+
+def tensors(config: mc.ModelConfig) -> str:
+    """A model's tensors as `name TYPE [dims], ... -> ...`, rows first where it batches."""
+
+    def of(values) -> str:
+        rows = [-1] if config.max_batch_size > 0 else []
+        return ", ".join(f"{t.name} {mc.DataType.Name(t.data_type).removeprefix('TYPE_')} {rows + list(t.dims)}" for t in values)
+
+    return f"{of(config.input)} -> {of(config.output)}"
+
+
+def same_tensors(spec: ModelSpec, network: str, own: mc.ModelConfig, other: mc.ModelConfig) -> mc.ModelConfig:
+    """`other`, the model a network is mapped to, where its tensors are those of the module's own graph (what the
+    module was checked with); a SpecError that shows both where they differ."""
+    if tensors(own) != tensors(other):
+        raise spec.error(
+            "networks",
+            f"maps {network} to {other.name!r}, whose tensors ({tensors(other)}) are not those of the module's "
+            f"{pipeline_of(spec).networks[network]} ({tensors(own)})",
+            "map it to a model of the same graph",
+        )
+    return other
 
 
 def entry_parameters(spec: ModelSpec, pipeline: Definition, networks: dict[str, mc.ModelConfig]) -> dict[str, object]:

@@ -172,10 +172,12 @@ NetworkCall = Callable[[str, dict[str, np.ndarray]], Awaitable[dict[str, np.ndar
 
 class Networks:
     """A pipeline's networks by name, `networks.scorer(inputs)` or `networks["scorer"](inputs)`: one awaited call,
-    its outputs by name. A call of more rows than a network takes at once goes as several, concatenated."""
+    its outputs by name. A call of more rows than a network takes at once (`max_rows`, one cap for all, or each
+    network's; 0: no cap) goes as several, concatenated."""
 
-    def __init__(self, names: Mapping[str, object], call: NetworkCall, max_rows: int = 0):
-        self._names, self._call, self._max_rows = tuple(names), call, max_rows
+    def __init__(self, names: Mapping[str, object], call: NetworkCall, max_rows: int | Mapping[str, int] = 0):
+        self._names, self._call = tuple(names), call
+        self._max_rows = dict(max_rows) if isinstance(max_rows, Mapping) else dict.fromkeys(self._names, max_rows)
 
     def __getitem__(self, name: str) -> Callable[[dict[str, np.ndarray]], Awaitable[dict[str, np.ndarray]]]:
         if name not in self._names:
@@ -189,13 +191,10 @@ class Networks:
             raise AttributeError(exc.args[0]) from None
 
     async def _rows(self, name: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        rows = len(next(iter(inputs.values()))) if inputs else 0
-        if not self._max_rows or rows <= self._max_rows:
+        rows, cap = len(next(iter(inputs.values()))) if inputs else 0, self._max_rows.get(name, 0)
+        if not cap or rows <= cap:
             return await self._call(name, inputs)
-        parts = [
-            await self._call(name, {k: v[start : start + self._max_rows] for k, v in inputs.items()})
-            for start in range(0, rows, self._max_rows)
-        ]
+        parts = [await self._call(name, {k: v[start : start + cap] for k, v in inputs.items()}) for start in range(0, rows, cap)]
         return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
 
 

@@ -53,6 +53,9 @@ PIPELINES = {
     "tabular": {"scorer.onnx": onnx_graphs.mlp},
     "words": {"pooler.onnx": onnx_graphs.pooled_embeddings, "scorer.onnx": onnx_graphs.mlp},
 }
+# Networks a pipeline serves as another spec's model (`--network`): words' scorer is the same graph as tabular's, so
+# the two share tabular's model and its batcher. Name -> its options at `kit add`.
+SHARED_NETWORKS = {"words": ["--network", "scorer=tabular_scorer"]}
 PIPELINE_MODULES = REPO_ROOT / "tests" / "pipelines"
 
 
@@ -100,7 +103,8 @@ def brought_models(tmp_path_factory, checkpoints) -> dict[str, ModelSpec]:
     for name, checkpoint in PIXEL_CLASSIFIERS.items():
         args = ["add", name, "--task", "image-classification", "--input", "pixels", "--from", str(checkpoints / checkpoint)]
         assert kit_main([*args, "--models", str(root / "models")]) == 0
-    pipelines = {name: (files, ["--max-batch-size", "16"]) for name, files in PIPELINES.items()} | UNBATCHED_PIPELINES
+    batched = {name: (files, ["--max-batch-size", "16", *SHARED_NETWORKS.get(name, [])]) for name, files in PIPELINES.items()}
+    pipelines = batched | UNBATCHED_PIPELINES
     for name, (files, options) in pipelines.items():
         folder = root / "pipelines" / name
         folder.mkdir(parents=True)

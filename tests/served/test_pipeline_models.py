@@ -100,6 +100,27 @@ def test_concurrent_pipeline_requests_share_their_networks_executions(grpc_clien
         np.testing.assert_allclose(got["probs"], in_process(brought_models["tabular"], x)["probs"], rtol=RTOL, atol=ATOL)
 
 
+def test_two_pipelines_share_one_network_model_and_its_batcher(grpc_client, server, brought_models):
+    """words maps its scorer to tabular's (`--network scorer=tabular_scorer`): the server has no model of its own
+    for it, and every scorer call of both entries (one per execution, as each runs a batch of requests as one) lands
+    in tabular_scorer, whose executions are fewer than the requests of both."""
+    assert not any(m.name == "words_scorer" for m in grpc_client.get_model_repository_index().models)
+    models = ("tabular", "words", "tabular_scorer")
+    before = {model: executions(grpc_client, model) for model in models}
+    work = [(model, rows(model, 1, seed=300 + i)) for i in range(128) for model in ("tabular", "words")]
+    with ThreadPoolExecutor(32) as pool:
+        answers = list(pool.map(lambda w: infer(server.options.grpc_url, "grpc", w[0], w[1], OUTPUTS[w[0]]), work))
+    after = {model: executions(grpc_client, model) for model in models}
+    (tabular, tabular_runs), (words, words_runs), (calls, runs) = (
+        tuple(a - b for a, b in zip(after[m], before[m])) for m in models
+    )
+    assert tabular == words == 128, (tabular, words)
+    assert calls == tabular_runs + words_runs, f"{calls} scorer calls for {tabular_runs} + {words_runs} entry executions"
+    assert runs < tabular + words, f"{runs} scorer executions for {tabular + words} requests"
+    for (model, x), got in zip(work, answers):
+        assert_same(got, in_process(brought_models[model], x))
+
+
 @pytest.mark.parametrize(
     "model, bad, words",
     [

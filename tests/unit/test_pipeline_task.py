@@ -5,6 +5,7 @@ would served, and becomes an entry plus one batched model per network in every p
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 from pathlib import Path
 
@@ -12,7 +13,8 @@ import numpy as np
 import pytest
 
 from kit.adapters.custom_pipeline import answer_many, in_process_networks, load_definition
-from kit.control.configs import REPO_ROOT, parameters
+from kit.control.configs import REPO_ROOT, RepositoryError, parameters
+from kit.control.derived import derived_parameters
 from kit.control.models import main as kit_main
 from kit.control.pipeline_task import pipeline_files, ready_pipeline
 from kit.control.repository import profile_configs
@@ -213,3 +215,59 @@ def test_a_batch_of_requests_runs_as_one_and_a_bad_request_fails_alone(folder):
     assert isinstance(results[1], InputError) and "scale must be positive" in str(results[1])
     for index in (0, 2):
         np.testing.assert_allclose(results[index]["probs"], alone[index]["probs"], rtol=1e-6)
+
+
+@pytest.fixture
+def sharing(folder) -> Path:
+    """Beside `tabular` (its own scorer network), `scorer`, an onnx spec of the same graph, and two more copies of
+    the module, `ledger` and `audit`, each added with its scorer mapped to one of them (`--network`)."""
+    models = folder / "models"
+    assert kit_main(["add", "scorer", "--task", "onnx", "--from", str(folder / "scorer.onnx"), "--models", str(models)]) == 0
+    assert add(folder / "tabular.py", models, "--max-batch-size", "8") == 0
+    for name, model in (("ledger", "tabular_scorer"), ("audit", "scorer")):
+        assert add(Path(shutil.copy(folder / "tabular.py", folder / f"{name}.py")), models, "--network", f"scorer={model}") == 0
+    return models
+
+
+@pytest.mark.parametrize("profile", ["cpu", "gpu", "gpu-embedded"])
+def test_a_network_mapped_to_another_spec_s_model_is_that_model(sharing, profile):
+    configs = profile_configs(profile, specs=read_specs(sharing))
+    assert "ledger_scorer" not in configs and "audit_scorer" not in configs
+    assert {"tabular_scorer", "scorer"} <= set(configs)
+    for entry, model in (("ledger", "tabular_scorer"), ("audit", "scorer"), ("tabular", "tabular_scorer")):
+        assert json.loads(parameters(configs[entry])["networks"])["scorer"]["model"] == model
+        rows = json.loads(derived_parameters(configs[entry], configs, {})["network_rows"])
+        assert rows == {"scorer": configs[model].max_batch_size}, (entry, rows)
+
+
+def test_a_network_model_missing_from_the_build_is_refused_by_name(sharing):
+    specs = read_specs(sharing)
+    configs = profile_configs("cpu", specs={name: specs[name] for name in ("audit", "scorer")})
+    del configs["scorer"]
+    with pytest.raises(RepositoryError, match="audit: its network scorer is the model 'scorer', which is not in the"):
+        derived_parameters(configs["audit"], configs, {})
+
+
+@pytest.mark.parametrize(
+    "option, words",
+    [
+        ("scorer=nowhere", "`networks` maps scorer to 'nowhere', which is neither a committed model nor one a spec"),
+        ("scorer=pooler", "`networks` maps scorer to 'pooler', whose tensors"),
+        ("ranker=scorer", "`networks` names 'ranker', which the module's NETWORKS lacks"),
+    ],
+)
+def test_a_network_mapped_to_a_model_that_does_not_fit_names_the_key(folder, option, words, capsys):
+    models = folder / "models"
+    onnx_graphs.pooled_embeddings(folder / "pooler.onnx")
+    for graph in ("scorer", "pooler"):
+        assert kit_main(["add", graph, "--task", "onnx", "--from", str(folder / f"{graph}.onnx"), "--models", str(models)]) == 0
+    capsys.readouterr()
+    assert add(folder / "tabular.py", models, "--network", option) == 2
+    error = capsys.readouterr().err
+    assert "tabular.toml: " + words in error, error
+    assert not (models / "tabular.toml").exists()
+
+
+def test_a_network_option_that_is_not_a_pair_is_refused(folder):
+    with pytest.raises(SystemExit, match="--network 'scorer' is not KEY=VALUE"):
+        add(folder / "tabular.py", folder / "models", "--network", "scorer")
