@@ -156,9 +156,9 @@ def served(model: str, config: mc.ModelConfig) -> Served:
     spec = ANSWERS[answer]
     dims = check_tensors(model, spec, config)
     extra: dict = {}
-    if answer in LABELLED:
+    if answer in LABELLED or answer == "pixels-classes":  # a pixel classifier's labels are optional: its classes'
         extra["labels"] = tuple(json.loads(getattr(settings, "labels", "") or "[]"))
-        if not extra["labels"]:
+        if answer in LABELLED and not extra["labels"]:
             raise ContractError(f"{model}: a classifier's entry names its labels (parameter `labels`)")
     if answer == "text-embedding":
         extra["dimensions"] = next(t.dims[0] for t in config.output if t.name == "EMBEDDING")

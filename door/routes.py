@@ -202,7 +202,7 @@ class Routes:
         channels = served.dims["INPUT"][0]
         max_pixels = served.settings.max_image_pixels
         schema = schemas.pixels_request(channels, max_pixels)
-        result = schemas.classes_result(model)
+        result = schemas.classes_result(model, served.labels)
         self.caps[served.route] = math.ceil(4 * channels * max_pixels * 4 / 3) + ENVELOPE
 
         async def pixels_route(request: Request):
@@ -217,7 +217,7 @@ class Routes:
             array = await run_in_threadpool(float32_array, body.data, (channels, height, width))
             tensor = array[np.newaxis] if served.batched else array
             outputs = await self.upstream.infer(model, {"INPUT": tensor}, request.state.request_id)
-            return classes_result(outputs["PROBS"].reshape(-1))
+            return classes_result(outputs["PROBS"].reshape(-1), served.labels)
 
         pixels_route.__name__, pixels_route.__doc__ = model, doc
         self.router.add_api_route(
@@ -318,10 +318,12 @@ def float32_array(text: str, shape: tuple[int, ...]) -> np.ndarray:
     return np.frombuffer(raw, dtype="<f4").reshape(shape)
 
 
-def classes_result(probs: np.ndarray, top: int = 5) -> dict:
-    """A pixel classifier's answer: every class's probability, and the `top` most probable classes."""
+def classes_result(probs: np.ndarray, labels: tuple[str, ...] = (), top: int = 5) -> dict:
+    """A pixel classifier's answer: every class's probability, and the `top` most probable classes, each by its
+    label name too where `labels` names them."""
     best = np.argsort(-probs, kind="stable")[:top]
-    return {"probs": probs.tolist(), "top": [{"index": int(i), "prob": float(probs[i])} for i in best]}
+    named = (lambda i: {"label": labels[i]}) if labels else (lambda i: {})
+    return {"probs": probs.tolist(), "top": [{"index": int(i), "prob": float(probs[i])} | named(i) for i in best]}
 
 
 def score_result(outputs) -> dict:

@@ -309,12 +309,17 @@ class ClassScore(BaseModel):
     prob: float
 
 
-def classes_result(model: str) -> type[BaseModel]:
-    """A pixel classifier's answer: every class's probability and the five most probable."""
+def classes_result(model: str, labels: tuple[str, ...] = ()) -> type[BaseModel]:
+    """A pixel classifier's answer: every class's probability and the five most probable, each with its label name
+    where the checkpoint names its classes."""
+    score = ClassScore
+    if labels:
+        name = Field(description=f"the class's label: {', '.join(labels)}")
+        score = create_model(f"{title_case(model)}ClassScore", __base__=ClassScore, label=(Literal[labels], name))
     return create_model(
         f"{title_case(model)}Result",
         probs=(list[float], Field(description="the probability of each class")),
-        top=(list[ClassScore], Field(description="the five most probable classes, most probable first")),
+        top=(list[score], Field(description="the five most probable classes, most probable first")),
     )
 
 

@@ -230,12 +230,14 @@ class PricedSettings(Settings):
 class PixelClassifierSettings(PricedSettings):
     """A pixel classifier's entry: it merges the requests of different image sizes into runs of its `backbone` by
     `merge_policy`. The `cost` policy prices runs by `cost_model` (measured at export), or by a device table's curve
-    where `merge_table` names one (a simulated or measured GPU)."""
+    where `merge_table` names one (a simulated or measured GPU). `labels` (a JSON list in the classes' order, where
+    the checkpoint names them) reaches the front door through the entry's config."""
 
     backbone: str
     merge_policy: str
     cost_model: str
     max_image_pixels: int
+    labels: str = ""
 
     def __post_init__(self) -> None:
         if self.merge_policy not in POLICIES:

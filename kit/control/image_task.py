@@ -104,6 +104,8 @@ def pixels_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict
         "max_image_pixels": spec.max_image_pixels,
         DOOR_ROUTE: spec.door_route,
     }
+    if not spec.shipped or spec.labels:  # a shipped spec without labels has none but the class indices
+        given["labels"] = json.dumps(checkpoint_labels(spec, meta), ensure_ascii=False)
     for key, value in given.items():
         set_parameter(entry, key, value)
     for config in (entry, backbone):

@@ -93,14 +93,23 @@ def test_a_bad_image_fails_alone_among_good_ones(bad, server, references):
     assert server.is_ready()
 
 
-def test_the_door_serves_it_at_its_route_with_its_openapi_entry(door, brought_models, references):
+def test_the_door_serves_it_at_its_route_with_its_openapi_entry(door, brought_models, references, checkpoints):
+    """Its classes by the checkpoint's own label names (config.json's id2label), in the answer and the OpenAPI entry."""
     route = brought_models[MODEL].door_route
+    id2label = json.loads((checkpoints / PIXEL_CLASSIFIERS[MODEL] / "config.json").read_text())["id2label"]
+    labels = [id2label[str(i)] for i in range(len(id2label))]
     image = IMAGES[2]
     body = {"shape": list(image.shape), "data": base64.b64encode(image.astype("<f4").tobytes()).decode("ascii")}
     answer = call(door, "POST", route, json=body)
     assert answer.status == 200, answer.data[:300]
     np.testing.assert_allclose(answer.json()["probs"], references[2], atol=ATOL)
+    top = answer.json()["top"]
+    assert sorted(c["index"] for c in top) == list(range(len(labels)))  # four classes: the top five hold them all
+    assert [c["label"] for c in top] == [labels[c["index"]] for c in top]
     wrong = call(door, "POST", route, json={"shape": [3, 4, 4], "data": body["data"]})
     assert 400 <= wrong.status < 500, wrong.data[:300]
     assert_problem(wrong, wrong.status, wrong.json()["type"].rsplit(":", 1)[1])
-    assert route in call(door, "GET", "/openapi.json").json()["paths"]
+    document = call(door, "GET", "/openapi.json").json()
+    assert route in document["paths"]
+    score = document["components"]["schemas"]["ShapesClassScore"]["properties"]["label"]
+    assert sorted(score["enum"]) == sorted(labels), score

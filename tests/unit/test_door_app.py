@@ -140,6 +140,7 @@ def test_resnet_takes_base64_float32_and_sends_a_batch_of_one(client):
     response = client.post("/v1/resnet50", json={"shape": [3, 4, 5], "data": base64.b64encode(image.tobytes()).decode()})
     assert response.status_code == 200
     assert [row["index"] for row in response.json()["top"]] == [999, 998, 997, 996, 995]
+    assert all(set(row) == {"index", "prob"} for row in response.json()["top"])  # its classes have no names
     np.testing.assert_array_equal(client.upstream.sent[-1][1]["INPUT"], image[np.newaxis])
 
 
