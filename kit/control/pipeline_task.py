@@ -115,7 +115,7 @@ def network_configs(spec: ModelSpec, pipeline: Definition) -> dict[str, mc.Model
         if shared[network] in source_models(source):
             configs[network] = load_source_config(shared[network], source)
             continue
-        other = None if spec.shipped else graph_models_beside(spec).get(shared[network])
+        other = None if spec.shipped else graph_models_beside(spec).get(shared[network], (None, None))[1]
         if other is None:
             raise spec.error(
                 "networks",
@@ -127,9 +127,10 @@ def network_configs(spec: ModelSpec, pipeline: Definition) -> dict[str, mc.Model
     return configs
 
 
-def graph_models_beside(spec: ModelSpec) -> dict[str, mc.ModelConfig]:
-    """The models the other specs of the spec's folder serve from graphs of their own, by name: each `onnx` spec's,
-    and each pipeline's own networks. A spec that does not read is skipped here: the build names its mistake."""
+def graph_models_beside(spec: ModelSpec) -> dict[str, tuple[ModelSpec, mc.ModelConfig]]:
+    """The models the other specs of the spec's folder serve from graphs of their own, by name, with the spec that
+    brings each: each `onnx` spec's, and each pipeline's own networks. A spec that does not read is skipped here: the
+    build names its mistake."""
     found = {}
     for path in sorted(spec.path.parent.glob("*.toml")):
         if path.stem == spec.name:
@@ -137,14 +138,31 @@ def graph_models_beside(spec: ModelSpec) -> dict[str, mc.ModelConfig]:
         try:
             other = read_spec(path)
             if other.task == "onnx":
-                found[other.name] = onnx_config(other, routed=False)
+                found[other.name] = (other, onnx_config(other, routed=False))
             elif other.task == "pipeline":
                 own = pipeline_of(other).networks.items()
                 for network, graph in ((n, g) for n, g in own if n not in dict(other.networks)):
-                    found[f"{other.name}_{network}"] = onnx_config(network_spec(other, network, graph), routed=False)
+                    found[f"{other.name}_{network}"] = (other, onnx_config(network_spec(other, network, graph), routed=False))
         except RepositoryError:
             continue
     return found
+
+
+def with_network_specs(spec: ModelSpec) -> dict[str, ModelSpec]:
+    """The spec and the specs beside it that bring the models its `networks` map to (theirs too, in turn): what a
+    repository must build for its entry to serve, as a benchmark of the one model builds it."""
+    chosen, todo = {spec.name: spec}, [spec]
+    while todo:
+        current = todo.pop()
+        if current.task != "pipeline" or current.shipped:
+            continue
+        beside = graph_models_beside(current)
+        for model in dict(current.networks).values():
+            owner = beside.get(model, (None, None))[0]
+            if owner is not None and owner.name not in chosen:
+                chosen[owner.name] = owner
+                todo.append(owner)
+    return chosen
 
 
 def tensors(config: mc.ModelConfig) -> str:

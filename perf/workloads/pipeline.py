@@ -21,7 +21,7 @@ import tritonclient.grpc as grpcclient
 from door.routes import json_values
 from kit.adapters.custom_pipeline import in_process_networks
 from kit.control.onnx_task import example_inputs
-from kit.control.pipeline_task import ready_pipeline
+from kit.control.pipeline_task import ready_pipeline, with_network_specs
 from kit.control.specs import ModelSpec
 from kit.pipelines.custom import answer
 from perf.engine.inputs import InputSet
@@ -38,6 +38,7 @@ class PipelineModelWorkload(TensorModelWorkload):
 
     def __init__(self, spec: ModelSpec):
         super().__init__(spec)
+        self.specs = with_network_specs(spec)  # the models its networks are mapped to are served beside it
         self.pipeline = ready_pipeline(spec)
         self.model_note = (
             f"{spec.name} from {spec.path.name} (task pipeline: {spec.source_path.name}, networks "

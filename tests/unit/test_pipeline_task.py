@@ -16,7 +16,7 @@ from kit.adapters.custom_pipeline import answer_many, in_process_networks, load_
 from kit.control.configs import REPO_ROOT, RepositoryError, parameters
 from kit.control.derived import derived_parameters
 from kit.control.models import main as kit_main
-from kit.control.pipeline_task import pipeline_files, ready_pipeline
+from kit.control.pipeline_task import pipeline_files, ready_pipeline, with_network_specs
 from kit.control.repository import profile_configs
 from kit.control.specs import read_specs
 from kit.pipelines.custom import Networks, answer
@@ -271,3 +271,11 @@ def test_a_network_mapped_to_a_model_that_does_not_fit_names_the_key(folder, opt
 def test_a_network_option_that_is_not_a_pair_is_refused(folder):
     with pytest.raises(SystemExit, match="--network 'scorer' is not KEY=VALUE"):
         add(folder / "tabular.py", folder / "models", "--network", "scorer")
+
+
+def test_a_model_built_alone_takes_the_specs_its_networks_are_mapped_to(sharing):
+    """What a benchmark of one pipeline builds (perf sweep --model): its spec and those that bring its networks."""
+    specs = read_specs(sharing)
+    assert sorted(with_network_specs(specs["ledger"])) == ["ledger", "tabular"]
+    assert sorted(with_network_specs(specs["audit"])) == ["audit", "scorer"]
+    assert sorted(with_network_specs(specs["tabular"])) == ["tabular"]
