@@ -32,13 +32,14 @@ class PipelineModel(TensorModel):
         super().__init__(spec, threads, session=False)
         self.pipeline = ready_pipeline(spec)
         self.networks = in_process_networks(self.pipeline, spec.source_path.parent, spec.max_batch_size, threads)
+        self.batched = spec.max_batch_size > 0  # unbatched: a request's tensors whole, with no rows axis
 
     def arrays(self, body: object) -> dict[str, np.ndarray]:
         arrays = super().arrays(body)
         return {k: as_bytes(v) if v.dtype == np.object_ else v for k, v in arrays.items()}
 
     def run(self, arrays: dict[str, np.ndarray]) -> list[np.ndarray]:
-        outputs = asyncio.run(answer(self.pipeline, arrays, self.networks))
+        outputs = asyncio.run(answer(self.pipeline, arrays, self.networks, self.batched))
         return [outputs[name] for name in self.outputs]
 
     def answer(self, outputs: list[np.ndarray]) -> dict:

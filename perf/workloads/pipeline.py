@@ -6,6 +6,10 @@ input to it), else random rows of its INPUTS. The same rows go to every design: 
 the door's tensor route, and the hand-rolled designs running the same module with its networks in their own process
 (perf.baselines.pipeline_model). The limit is the module in this process over ONNX Runtime, its rows run in batches
 of each of the spec's sizes; the accuracy check compares served rows with the same rows run in that process.
+
+An unbatched pipeline's (max_batch_size 0) request is one of its EXAMPLE's items whole (or random tensors of its
+INPUTS), counted in requests; its sweep (perf/specs/model-unbatched.json) has no batcher to compare, since its
+requests have no rows to concatenate, and its limit runs that many requests at once.
 """
 
 from __future__ import annotations
@@ -40,6 +44,10 @@ class PipelineModelWorkload(TensorModelWorkload):
         super().__init__(spec)
         self.specs = with_network_specs(spec)  # the models its networks are mapped to are served beside it
         self.pipeline = ready_pipeline(spec)
+        self.batched = spec.max_batch_size > 0
+        if not self.batched:
+            self.item, self.sweep_spec = "request", "model-unbatched"
+            self.limit_batches = "with each count of requests run at once"
         self.model_note = (
             f"{spec.name} from {spec.path.name} (task pipeline: {spec.source_path.name}, networks "
             + (", ".join(f"{name} {graph}" for name, graph in self.pipeline.networks.items()) or "none")
@@ -47,18 +55,24 @@ class PipelineModelWorkload(TensorModelWorkload):
         )
 
     def rows(self, count: int, seed: int) -> dict[str, np.ndarray]:
+        """A request's tensors: `count` rows, or, unbatched, one item whole (its EXAMPLE's, else random)."""
         example = self.pipeline.example
         if example is None:
             return example_inputs(self.config, count, seed)
-        picked = np.random.default_rng(seed).integers(0, len(next(iter(example.values()))), count)
+        rng = np.random.default_rng(seed)
+        picked = rng.integers(0, len(next(iter(example.values()))), count if self.batched else None)
         return {name: values[picked] for name, values in example.items()}
+
+    def units(self, item: dict[str, np.ndarray]) -> int:
+        return super().units(item) if self.batched else 1
 
     def setup(self, spec: dict, model_dir: Path, work: Path) -> dict[str, InputSet]:
         sets = {}
         for s in spec["inputs"]:
             tensors = [self.rows(s["rows"], s["seed"] + i) for i in range(s["count"])]
             bodies = [json.dumps({"inputs": {k: json_values(v) for k, v in t.items()}}).encode() for t in tensors]
-            sets[s["name"]] = InputSet(s["name"], tensors, float(s["rows"]), tensors=tensors, bodies=bodies)
+            per_request = float(s["rows"] if self.batched else 1)
+            sets[s["name"]] = InputSet(s["name"], tensors, per_request, tensors=tensors, bodies=bodies)
         return sets
 
     limit_subject = "The module"
@@ -79,7 +93,7 @@ class PipelineModelWorkload(TensorModelWorkload):
         try:
             for arrays in items:
                 result = client.infer(self.entry, [tensor(k, v) for k, v in arrays.items()], client_timeout=ACCURACY_TIMEOUT_S)
-                for name, want in asyncio.run(answer(self.pipeline, arrays, networks)).items():
+                for name, want in asyncio.run(answer(self.pipeline, arrays, networks, self.batched)).items():
                     got = result.as_numpy(name).reshape(want.shape)
                     if want.dtype == np.object_:
                         unequal += int(got.tolist() != want.tolist())
@@ -92,16 +106,27 @@ class PipelineModelWorkload(TensorModelWorkload):
 
     def inputs_line(self, spec: dict) -> str:
         source = "drawn from the module's EXAMPLE" if self.pipeline.example is not None else "random"
+        each = (lambda s: f"{s['rows']} row(s) each") if self.batched else (lambda s: "one item whole each")
         return "; ".join(
-            f"`{s['name']}`: {s['count']} requests of {s['rows']} row(s) each, {source} (seed {s['seed']})"
-            for s in spec["inputs"]
+            f"`{s['name']}`: {s['count']} requests of {each(s)}, {source} (seed {s['seed']})" for s in spec["inputs"]
         )
 
 
 def limit_job(spec: ModelSpec, items: list[dict[str, np.ndarray]], batch: int):
-    """The limit's work: every item's rows, LIMIT_PASSES times, through the module in batches of `batch` rows."""
+    """The limit's work: every item's rows, LIMIT_PASSES times, through the module in batches of `batch` rows; of an
+    unbatched module, its requests `batch` at a time, each whole."""
     pipeline = ready_pipeline(spec)
     networks = in_process_networks(pipeline, spec.source_path.parent, spec.max_batch_size, CORES)
+    if spec.max_batch_size == 0:
+        groups = [items[start : start + batch] for start in range(0, len(items), batch)]
+
+        async def passes(times: int) -> None:
+            for _ in range(times):
+                for group in groups:
+                    await asyncio.gather(*(answer(pipeline, item, networks, rows=False) for item in group))
+
+        asyncio.run(passes(1))  # warm-up, outside the time
+        return lambda: asyncio.run(passes(LIMIT_PASSES))
     rows = {k: np.concatenate([item[k] for item in items]) for k in items[0]}
     count = len(next(iter(rows.values())))
 

@@ -85,6 +85,7 @@ class TensorModelWorkload(SpecBaselines, Workload):
         return sets
 
     limit_subject = "The graph"  # what the limit runs, as the report says it
+    limit_batches = "in batches of each size"  # how, as the report says it
 
     def limit_layout(self) -> str:
         return f"ONNX Runtime, {CORES} threads"
@@ -92,17 +93,22 @@ class TensorModelWorkload(SpecBaselines, Workload):
     def limit_job(self, items: list[dict[str, np.ndarray]], batch: int):
         return functools.partial(limit_job, self.spec.source_path, items, batch)
 
+    def units(self, item: dict[str, np.ndarray]) -> int:
+        """What one request carries in the workload's unit: its rows."""
+        return len(next(iter(item.values())))
+
     def limit(self, spec: dict, model_dir: Path, work: Path, inputs: dict[str, InputSet]) -> dict:
-        """Rows/s of the model in this process (all cores) on the limit's input set, in batches of each size."""
+        """Rows/s (the workload's unit) of the model in this process (all cores) on the limit's input set, in batches
+        of each size."""
         items = inputs[spec["limit"]["input"]].items
         layouts = []
         for b in spec["limit"]["batch_sizes"]:
             wall, cpu = in_parallel([self.limit_job(items, b)])
-            rows = LIMIT_PASSES * sum(len(next(iter(t.values()))) for t in items)
-            layouts.append({"layout": self.limit_layout(), "batch": b, "rows_per_s": rows / wall})
-            layouts[-1]["rows_per_cpu_s"] = rows / cpu
-            print(f"  batch {b}: {layouts[-1]['rows_per_s']:.1f} rows/s", flush=True)
-        return {"layouts": layouts, "best": max(layouts, key=lambda r: r["rows_per_s"])}
+            done = LIMIT_PASSES * sum(self.units(t) for t in items)
+            layouts.append({"layout": self.limit_layout(), "batch": b, self.key: done / wall})
+            layouts[-1][f"{self.item}s_per_cpu_s"] = done / cpu
+            print(f"  batch {b}: {layouts[-1][self.key]:.1f} {self.item}s/s", flush=True)
+        return {"layouts": layouts, "best": max(layouts, key=lambda r: r[self.key])}
 
     def accuracy(self, target, spec: dict, model_dir: Path, inputs: dict[str, InputSet]) -> dict:
         """Served outputs of the first requests against each request's rows run alone in ONNX Runtime."""
@@ -125,14 +131,15 @@ class TensorModelWorkload(SpecBaselines, Workload):
         lim = results.get("limit")
         if not lim:
             return []
-        rows = [[r["layout"], r["batch"], f"{r['rows_per_s']:.1f}", f"{r['rows_per_cpu_s']:.1f}"] for r in lim["layouts"]]
+        unit = self.item
+        rows = [[r["layout"], r["batch"], f"{r[self.key]:.1f}", f"{r[f'{unit}s_per_cpu_s']:.1f}"] for r in lim["layouts"]]
         best = lim["best"]
         return [
-            "## The limit (offline, in-process, same rows)\n",
-            f"{self.limit_subject} alone in this process, the input set's rows run {LIMIT_PASSES} times in batches of each "
-            "size.\n",
-            *table(["layout", "batch", "rows/s", "rows / CPU-s"], rows),
-            f"\nBest: **{best['layout']} at batch {best['batch']}: {best['rows_per_s']:.1f} rows/s**.\n",
+            f"## The limit (offline, in-process, same {unit}s)\n",
+            f"{self.limit_subject} alone in this process, the input set's {unit}s run {LIMIT_PASSES} times {self.limit_batches}"
+            ".\n",
+            *table(["layout", "batch", f"{unit}s/s", f"{unit}s / CPU-s"], rows),
+            f"\nBest: **{best['layout']} at batch {best['batch']}: {best[self.key]:.1f} {unit}s/s**.\n",
         ]
 
     def inputs_line(self, spec: dict) -> str:

@@ -290,14 +290,17 @@ def test_every_design_serves_the_same_simulated_device_and_the_report_projects_i
     assert "spends <= 1000 ms of server CPU per chunk" in report and "-> **missed**" not in report
 
 
-def sweep_spec_model(tmp_path: Path, spec: ModelSpec, limit: dict, unit: str, **override) -> dict:
+DESIGNS = ["batcher", "door", "flask", "kit", "uvicorn"]
+
+
+def sweep_spec_model(tmp_path: Path, spec: ModelSpec, limit: dict, unit: str, designs=DESIGNS, **override) -> dict:
     """A short `python -m perf sweep --model NAME` of a spec's model: every design ran and answered (in `unit`/s)."""
     short = {"window": {"warmup_s": 0.5, "duration_s": 1.0}, "sweep": {"concurrency": [4]}, "limit": limit, **override}
     models = tmp_path / "no-specs" if spec.shipped else spec.path.parent  # a shipped spec is found by its name alone
     args = ["sweep", "--model", spec.name, "--models", str(models), "--out", str(tmp_path)]
     assert perf([*args, "--work", str(tmp_path / "work"), "--override", json.dumps(short)]) == 0
     results = json.loads((tmp_path / "results.json").read_text())
-    assert sorted({r["family"] for r in results["sweeps"]}) == ["batcher", "door", "flask", "kit", "uvicorn"]
+    assert sorted({r["family"] for r in results["sweeps"]}) == designs
     assert all(not r["error"] and r[f"{unit}_per_s"] > 0 for r in results["sweeps"]), results["sweeps"]
     return results
 
@@ -360,3 +363,13 @@ def test_a_pipeline_from_a_spec_is_benchmarked_against_the_hand_rolled_designs_b
     assert results["accuracy"]["max_abs_diff"] <= 1e-5 and results["limit"]["best"]["rows_per_s"] > 0
     report = (tmp_path / "REPORT.md").read_text()
     assert "FastAPI + asyncio batcher" in report and "The module alone in this process" in report
+
+
+def test_an_unbatched_pipeline_from_a_spec_is_benchmarked_against_the_hand_rolled_designs_by_name(tmp_path, brought_models):
+    """`python -m perf sweep --model NAME` on an unbatched `pipeline` spec (peaks: a request is one signal of its
+    EXAMPLE whole, its answer of its own size): every design but the batcher (no rows to concatenate) runs the same
+    module, its limit runs requests at once in-process, and the served answers equal the module's own."""
+    results = sweep_spec_model(tmp_path, brought_models["peaks"], {"batch_sizes": [1, 8]}, "requests", DESIGNS[1:])
+    assert results["accuracy"]["max_abs_diff"] <= 1e-5 and results["limit"]["best"]["requests_per_s"] > 0
+    report = (tmp_path / "REPORT.md").read_text()
+    assert "asyncio batcher" not in report and "The module alone in this process" in report and "requests/s" in report

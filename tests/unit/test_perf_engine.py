@@ -222,8 +222,8 @@ def test_a_sweep_spec_may_name_the_workloads_models_by_role():
     assert load_spec("model-pixels")["targets"]["kit"][0] == {"@entry": {"parameters": {"merge_policy": "none"}}}
 
 
-def test_an_unbatched_pipeline_is_refused_by_the_model_sweep_with_what_measures_it(capsys):
-    """`--model` sends rows to batched models: an unbatched pipeline (the OCR entries) is named and sent elsewhere."""
+def test_a_shipped_pipeline_is_refused_by_the_model_sweep_with_what_measures_it(capsys):
+    """`--model` sends random tensors or a module's EXAMPLE: the OCR entries' images are sent to their own workload."""
     assert main(["sweep", "--model", "ocr"]) == 2
     error = capsys.readouterr().err
-    assert "ocr is an unbatched pipeline" in error and "make perf-ocr" in error
+    assert "ocr is one of the kit's own pipelines" in error and "make perf-ocr" in error
