@@ -11,7 +11,8 @@ baselines; `--model NAME` measures the model of models/NAME.toml, or of a shippe
 by perf.workloads.tensor
 and perf/specs/model.json, a text-classification spec's by perf.workloads.text and perf/specs/model-text.json, an
 image-classification spec's by perf.workloads.image and perf/specs/model-image.json, one of pixels by
-perf.workloads.pixels and perf/specs/model-pixels.json, unless --spec names another).
+perf.workloads.pixels and perf/specs/model-pixels.json, a pipeline spec's by perf.workloads.pipeline and
+perf/specs/model.json, or model-unbatched.json for one of max_batch_size 0, unless --spec names another).
 A sweep writes results.json, sweeps.csv, probes.csv, plots and REPORT.md into --out; when --out is the workload's
 folder under perf/results/, the index perf/RESULTS.md is regenerated too. A suite spec runs each of its specs into a
 subfolder of --out and writes an index of them there. The command exits 1 when a step failed or was skipped (a

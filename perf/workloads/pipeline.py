@@ -48,6 +48,9 @@ class PipelineModelWorkload(TensorModelWorkload):
         if not self.batched:
             self.item, self.sweep_spec = "request", "model-unbatched"
             self.limit_batches = "with each count of requests run at once"
+            self.load_note = self.load_note.replace("each request's rows", "each request's tensors whole").replace(
+                "the same rows", "the same tensors"
+            )
         self.model_note = (
             f"{spec.name} from {spec.path.name} (task pipeline: {spec.source_path.name}, networks "
             + (", ".join(f"{name} {graph}" for name, graph in self.pipeline.networks.items()) or "none")
