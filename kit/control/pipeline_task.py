@@ -106,31 +106,32 @@ def network_configs(spec: ModelSpec, pipeline: Definition) -> dict[str, mc.Model
     undeclared = sorted(set(shared) - set(pipeline.networks))
     if undeclared:
         raise spec.error("networks", f"names {undeclared[0]!r}, which the module's NETWORKS lacks", "name its networks")
+    source = spec.path.parent if spec.shipped else SOURCE
+    beside = graph_models_beside(spec) if shared and not spec.shipped else {}
     configs = {}
     for network, graph in pipeline.networks.items():
         if network not in shared:
             configs[network] = onnx_config(network_spec(spec, network, graph), routed=False)
             continue
-        source = spec.path.parent if spec.shipped else SOURCE
         if shared[network] in source_models(source):
             configs[network] = load_source_config(shared[network], source)
             continue
-        other = None if spec.shipped else graph_models_beside(spec).get(shared[network], (None, None))[1]
-        if other is None:
+        if shared[network] not in beside:
             raise spec.error(
                 "networks",
                 f"maps {network} to {shared[network]!r}, which is neither a committed model nor one a spec beside it "
                 "serves from its own graph",
                 "name a committed model, an onnx spec's model or another pipeline's network (NAME_network)",
             )
-        configs[network] = same_tensors(spec, network, onnx_config(network_spec(spec, network, graph), routed=False), other)
+        own, (_, graph_spec) = network_spec(spec, network, graph), beside[shared[network]]
+        configs[network] = same_tensors(spec, network, onnx_config(own, routed=False), onnx_config(graph_spec, routed=False))
     return configs
 
 
-def graph_models_beside(spec: ModelSpec) -> dict[str, tuple[ModelSpec, mc.ModelConfig]]:
-    """The models the other specs of the spec's folder serve from graphs of their own, by name, with the spec that
-    brings each: each `onnx` spec's, and each pipeline's own networks. A spec that does not read is skipped here: the
-    build names its mistake."""
+def graph_models_beside(spec: ModelSpec) -> dict[str, tuple[ModelSpec, ModelSpec]]:
+    """The models the other specs of the spec's folder serve from graphs of their own, by name: the spec that brings
+    each, and the `onnx` spec of its graph (an `onnx` spec's own, or a pipeline's network_spec). A spec that does not
+    read is skipped here: the build names its mistake."""
     found = {}
     for path in sorted(spec.path.parent.glob("*.toml")):
         if path.stem == spec.name:
@@ -138,11 +139,11 @@ def graph_models_beside(spec: ModelSpec) -> dict[str, tuple[ModelSpec, mc.ModelC
         try:
             other = read_spec(path)
             if other.task == "onnx":
-                found[other.name] = (other, onnx_config(other, routed=False))
+                found[other.name] = (other, other)
             elif other.task == "pipeline":
                 own = pipeline_of(other).networks.items()
                 for network, graph in ((n, g) for n, g in own if n not in dict(other.networks)):
-                    found[f"{other.name}_{network}"] = (other, onnx_config(network_spec(other, network, graph), routed=False))
+                    found[f"{other.name}_{network}"] = (other, network_spec(other, network, graph))
         except RepositoryError:
             continue
     return found
@@ -158,7 +159,7 @@ def with_network_specs(spec: ModelSpec) -> dict[str, ModelSpec]:
             continue
         beside = graph_models_beside(current)
         for model in dict(current.networks).values():
-            owner = beside.get(model, (None, None))[0]
+            owner = beside[model][0] if model in beside else None
             if owner is not None and owner.name not in chosen:
                 chosen[owner.name] = owner
                 todo.append(owner)
