@@ -33,6 +33,12 @@ from perf.engine.limit import CORES
 from perf.engine.load import tensor
 from perf.workloads.tensor import ACCURACY_TIMEOUT_S, LIMIT_PASSES, TensorModelWorkload
 
+UNBATCHED_LOAD_NOTE = (
+    "the kit over gRPC gets each request's tensors whole as the module's INPUTS; the door and the hand-rolled designs "
+    'get the same tensors as the door\'s JSON body, {"inputs": {tensor: nested arrays}}, and run the same module and '
+    "graphs."
+)
+
 
 class PipelineModelWorkload(TensorModelWorkload):
     load_note = (
@@ -48,9 +54,7 @@ class PipelineModelWorkload(TensorModelWorkload):
         if not self.batched:
             self.item, self.sweep_spec = "request", "model-unbatched"
             self.limit_batches = "with each count of requests run at once"
-            self.load_note = self.load_note.replace("each request's rows", "each request's tensors whole").replace(
-                "the same rows", "the same tensors"
-            )
+            self.load_note = UNBATCHED_LOAD_NOTE
         self.model_note = (
             f"{spec.name} from {spec.path.name} (task pipeline: {spec.source_path.name}, networks "
             + (", ".join(f"{name} {graph}" for name, graph in self.pipeline.networks.items()) or "none")
@@ -65,9 +69,6 @@ class PipelineModelWorkload(TensorModelWorkload):
         rng = np.random.default_rng(seed)
         picked = rng.integers(0, len(next(iter(example.values()))), count if self.batched else None)
         return {name: values[picked] for name, values in example.items()}
-
-    def units(self, item: dict[str, np.ndarray]) -> int:
-        return super().units(item) if self.batched else 1
 
     def setup(self, spec: dict, model_dir: Path, work: Path) -> dict[str, InputSet]:
         sets = {}
@@ -122,21 +123,16 @@ def limit_job(spec: ModelSpec, items: list[dict[str, np.ndarray]], batch: int):
     networks = in_process_networks(pipeline, spec.source_path.parent, spec.max_batch_size, CORES)
     if spec.max_batch_size == 0:
         groups = [items[start : start + batch] for start in range(0, len(items), batch)]
-
-        async def passes(times: int) -> None:
-            for _ in range(times):
-                for group in groups:
-                    await asyncio.gather(*(answer(pipeline, item, networks, rows=False) for item in group))
-
-        asyncio.run(passes(1))  # warm-up, outside the time
-        return lambda: asyncio.run(passes(LIMIT_PASSES))
-    rows = {k: np.concatenate([item[k] for item in items]) for k in items[0]}
-    count = len(next(iter(rows.values())))
+        steps = [lambda g=g: asyncio.gather(*(answer(pipeline, item, networks, rows=False) for item in g)) for g in groups]
+    else:
+        rows = {k: np.concatenate([item[k] for item in items]) for k in items[0]}
+        starts = range(0, len(next(iter(rows.values()))), batch)
+        steps = [lambda s=s: answer(pipeline, {k: v[s : s + batch] for k, v in rows.items()}, networks) for s in starts]
 
     async def passes(times: int) -> None:
         for _ in range(times):
-            for start in range(0, count, batch):
-                await answer(pipeline, {k: v[start : start + batch] for k, v in rows.items()}, networks)
+            for step in steps:
+                await step()
 
     asyncio.run(passes(1))  # warm-up, outside the time
     return lambda: asyncio.run(passes(LIMIT_PASSES))

@@ -93,18 +93,14 @@ class TensorModelWorkload(SpecBaselines, Workload):
     def limit_job(self, items: list[dict[str, np.ndarray]], batch: int):
         return functools.partial(limit_job, self.spec.source_path, items, batch)
 
-    def units(self, item: dict[str, np.ndarray]) -> int:
-        """What one request carries in the workload's unit: its rows."""
-        return len(next(iter(item.values())))
-
     def limit(self, spec: dict, model_dir: Path, work: Path, inputs: dict[str, InputSet]) -> dict:
         """Rows/s (the workload's unit) of the model in this process (all cores) on the limit's input set, in batches
         of each size."""
-        items = inputs[spec["limit"]["input"]].items
+        chosen = inputs[spec["limit"]["input"]]
+        items, done = chosen.items, LIMIT_PASSES * len(chosen.items) * chosen.per_request
         layouts = []
         for b in spec["limit"]["batch_sizes"]:
             wall, cpu = in_parallel([self.limit_job(items, b)])
-            done = LIMIT_PASSES * sum(self.units(t) for t in items)
             layouts.append({"layout": self.limit_layout(), "batch": b, self.key: done / wall})
             layouts[-1][f"{self.item}s_per_cpu_s"] = done / cpu
             print(f"  batch {b}: {layouts[-1][self.key]:.1f} {self.item}s/s", flush=True)
