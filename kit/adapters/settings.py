@@ -279,15 +279,27 @@ class OnnxRunnerSettings(RunnerSettings):
 
 @dataclass(frozen=True)
 class TorchRunnerSettings(RunnerSettings):
-    """The PyTorch runner of a checkpoint folder (kit/adapters/torch_runner_model.py). `device` cuda
-    means the GPU Triton placed the instance on; `cuda_graphs` is how many input shapes may have a
-    captured graph (kit.runners.torch). FORCE_CPU_ONLY_INPUT_TENSORS as for the ONNX runner: the
-    stub's CUDA runtime and PyTorch's need not match, so inputs cross in CPU memory."""
+    """The PyTorch runner of a checkpoint folder (kit/adapters/torch_runner_model.py, kit.runners.torch). `device` cuda
+    means the GPU Triton placed the instance on. `batch_ladder`: the batch sizes a run's rows are padded up to (none:
+    each run as it comes); `warm_lengths`: the lengths its callers pad a free axis to (a text model's buckets, which
+    the builder writes); with `warm_up`, every ladder size by every length runs once at load, before the model is
+    ready, and with `cuda_graphs` (a GPU's) each of those shapes is captured as a CUDA graph while the graphs take at
+    most `graph_memory_share` of the memory free after loading. `merge_measured`: requests of different shapes run
+    as one padded batch where the warm-up's own times price that cheaper (instead of a device table's). With
+    `profile_executions`, that many executions after the warm-up are recorded by torch.profiler into the folder
+    $KIT_TRACE_DIR names. FORCE_CPU_ONLY_INPUT_TENSORS as for
+    the ONNX runner: the stub's CUDA runtime and PyTorch's need not match, so inputs cross in CPU memory."""
 
     torch_model: str
     dtype: str = "fp32"
     device: str = "cpu"
-    cuda_graphs: int = 0
+    batch_ladder: tuple[int, ...] = ()
+    warm_lengths: tuple[int, ...] = ()
+    warm_up: bool = True
+    cuda_graphs: bool = False
+    graph_memory_share: float = 0.5
+    merge_measured: bool = False
+    profile_executions: int = 0
     FORCE_CPU_ONLY_INPUT_TENSORS: bool = True
 
     def __post_init__(self) -> None:
@@ -298,8 +310,16 @@ class TorchRunnerSettings(RunnerSettings):
             raise SettingsError(f"device {self.device!r} is neither cuda nor cpu")
         if self.dtype == "fp16" and self.device == "cpu":
             raise SettingsError("dtype fp16 needs device cuda: the runner refuses half precision on the CPU")
-        if self.cuda_graphs < 0:
-            raise SettingsError(f"cuda_graphs {self.cuda_graphs} must be a count of shapes, 0 for none")
+        if self.cuda_graphs and self.device == "cpu":
+            raise SettingsError("cuda_graphs needs device cuda")
+        if list(self.batch_ladder) != sorted(set(self.batch_ladder)) or any(size < 1 for size in self.batch_ladder):
+            raise SettingsError(f"batch_ladder {list(self.batch_ladder)} is not rising batch sizes of at least 1")
+        if not 0 < self.graph_memory_share <= 1:
+            raise SettingsError(f"graph_memory_share {self.graph_memory_share} is not a share of the free memory (0, 1]")
+        if self.profile_executions < 0:
+            raise SettingsError(f"profile_executions {self.profile_executions} is negative")
+        if self.merge_measured and (self.merge_table or not self.warm_up):
+            raise SettingsError("merge_measured prices runs by the warm-up's times: it needs warm_up and no merge_table")
         self.check_merge()
 
 
