@@ -18,6 +18,9 @@ Five rules, each keyed by a parameter of the committed config, not by model name
   the served config so that it reaches a door in another container. Nothing when the export has no
   such section. Each text must fit this config's `max_chars`: its source score is one chunk's.
 
+- `torch_model` (the PyTorch runner's) on a model that a text model names as its `classifier`: `warm_lengths`, that
+  text model's buckets (as above, from the token lengths in this model's own files), the lengths its runs take, so
+  that the runner warms each of them at load.
 - `pipeline_module` and `networks` (a pipeline entry's, kit.control.pipeline_task): `network_rows`, each network
   model's max_batch_size as its profile placed it, the most rows one call to it may carry; a network that is not a
   model of the repository is refused here.
@@ -41,7 +44,8 @@ from kit.control.specs import DOOR_ANSWER, DOOR_DESCRIPTION, DOOR_ROUTE, DOOR_SC
 from kit.pipelines.text.pipeline import length_buckets
 
 TOKEN_LENGTHS = "token_lengths.json"
-DERIVED = ("buckets", "max_batch", "chunks_in_flight", "canary", "network_rows")  # computed here for each model, never inherited
+# Computed here for each model, never inherited.
+DERIVED = ("buckets", "max_batch", "chunks_in_flight", "canary", "network_rows", "warm_lengths")
 # The door serves the entry, not the models behind it: how it does is never inherited either.
 ENTRY_ONLY = (DOOR_ROUTE, DOOR_ANSWER, DOOR_DESCRIPTION, DOOR_SCHEMA)
 
@@ -116,7 +120,18 @@ def derived_parameters(config: mc.ModelConfig, configs: dict[str, mc.ModelConfig
         derived.update(canary(config, own, files))
     if "pipeline_module" in own and "networks" in own:
         derived["network_rows"] = network_rows(config, own, configs)
+    if "torch_model" in own:
+        derived.update(caller_buckets(config, configs, files))
     return derived
+
+
+def caller_buckets(config: mc.ModelConfig, configs: dict[str, mc.ModelConfig], files: dict[str, Path]) -> dict[str, str]:
+    """`warm_lengths`: the buckets of the text model that names `config` as its classifier, if one does."""
+    for caller in configs.values():
+        own = effective(caller, configs)
+        if own.get("classifier") == config.name and "bucket_count" in own:
+            return {"warm_lengths": buckets(config, own, files)["buckets"]}
+    return {}
 
 
 def network_rows(config: mc.ModelConfig, own: dict[str, str], configs: dict[str, mc.ModelConfig]) -> str:

@@ -33,7 +33,21 @@ from kit.pipelines.custom import Definition
 # delay and preferred batch sizes, a device curve and the merge it prices, TensorRT shapes and precision for its
 # token limit), nor the simulated runner, which needs such a curve.
 PLACEMENT = frozenset(
-    {"instances", "threads", "graph", "ragged_batch", "parameters", "runner", "dtype", "gpus", "cuda_graphs", "max_batch_size"}
+    {
+        "instances",
+        "threads",
+        "graph",
+        "ragged_batch",
+        "parameters",
+        "runner",
+        "dtype",
+        "gpus",
+        "max_batch_size",
+        "warm_up",
+        "cuda_graphs",
+        "graph_memory_share",
+        "profile_executions",
+    }
 )
 # A text model's graph takes its template's queue policy too: on a GPU profile it has none (kit.control.profiles'
 # `queue_policy: false`, so that Triton's batcher gathers the next batch while the device runs one), bounded by its

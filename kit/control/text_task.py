@@ -30,7 +30,16 @@ from kit.control.exports import Exporter, export_dir
 from kit.control.specs import DOOR_ANSWER, DOOR_DESCRIPTION, DOOR_ROUTE, ModelSpec, shipped_like
 
 CLASSIFIER_KEYS = ("max_batch_size", "preferred_batch_size", "max_queue_delay_microseconds", "instances")
-CLASSIFIER_FILES = ("model.onnx", "model.onnx.data", "model.cpu.onnx", "model.fused.onnx", "model.fused.onnx.data", "checkpoint")
+# The graphs and checkpoint a profile's runner may serve, and the token lengths the PyTorch runner's warm-up pads to.
+CLASSIFIER_FILES = (
+    "model.onnx",
+    "model.onnx.data",
+    "model.cpu.onnx",
+    "model.fused.onnx",
+    "model.fused.onnx.data",
+    "checkpoint",
+    "token_lengths.json",
+)
 TEXT_FILES = ("tokenizer.json", "export.json", "token_lengths.json")
 ENTRY_FILES = ("export.json", "token_lengths.json")
 

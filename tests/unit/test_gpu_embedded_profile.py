@@ -12,7 +12,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from kit.adapters.settings import OnnxRunnerSettings, SettingsError, SimRunnerSettings, TorchRunnerSettings, settings_class
 from kit.control.configs import SOURCE, RepositoryError, parameters, parse_config, render_config
-from kit.control.gpu_embedded_profile import apply_gpu_embedded_profile
+from kit.control.gpu_embedded_profile import apply_gpu_embedded_profile, default_ladder
 from kit.control.profiles import load_profile
 from kit.control.repository import RUNNERS, build, profile_configs, resolved
 from kit.control.tasks import canonical_config
@@ -91,7 +91,8 @@ def test_every_model_passes_its_typed_settings(radar_artifacts):
     configs, _ = resolved("gpu-embedded", radar_artifacts.parent)  # raises on any parameter its settings refuse
     for model in TORCH_MODELS:
         settings = TorchRunnerSettings.from_parameters(parameters(configs[model]))
-        assert (settings.dtype, settings.device, settings.cuda_graphs) == ("fp16", "cuda", 0)
+        assert (settings.dtype, settings.device, settings.warm_up, settings.cuda_graphs) == ("fp16", "cuda", True, True)
+        assert list(settings.batch_ladder) == default_ladder(configs[model].max_batch_size)
     for model in OCR_NETWORKS:
         assert settings_class(parameters(configs[model])) is OnnxRunnerSettings
 
@@ -114,7 +115,10 @@ def test_cuda_provider_moves_an_onnx_network_to_the_listed_gpus():
         ("ocr_det", {"runner": "onnx", "dtype": "fp16"}, r"\['dtype'\] do not apply to the onnx runner"),
         ("ocr_det", {"runner": "onnx", "gpus": [0]}, "provider CPUExecutionProvider runs on the CPU"),
         ("radar_texts", {"gpus": [0]}, "are for ONNX models on a runner, not a Python model"),
-        ("radar_classifier", {"runner": "torch", "preferred_batch_size": [64]}, "exceed max_batch_size 32"),
+        ("radar_classifier", {"runner": "torch", "preferred_batch_size": [256]}, "exceed max_batch_size 128"),
+        ("radar_classifier", {"runner": "torch", "batch_ladder": [8, 256]}, r"batch_ladder \[8, 256\] goes outside 1 .. max_batch_size 128"),
+        ("radar_classifier", {"runner": "torch", "device": "cpu", "cuda_graphs": True}, "cuda_graphs needs device cuda"),
+        ("ocr_det", {"runner": "onnx", "merge": "measured"}, 'merge "measured" prices runs by the torch runner'),
         ("radar_classifier", {"runner": "torch", "device": "tpu"}, "device 'tpu' is not one of cuda, cpu"),
         ("radar_classifier", {"runner": "torch", "device": "cpu", "gpus": [0]}, "device cpu runs on the CPU"),
     ],
@@ -128,7 +132,10 @@ def test_settings_that_cannot_work_are_refused_with_a_reason(model, settings, me
     ("change", "message"),
     [
         ({"dtype": "fp8"}, "dtype 'fp8' is not one of"),
-        ({"cuda_graphs": -1}, "must be a count of shapes"),
+        ({"cuda_graphs": 8}, r"parameter cuda_graphs='8'"),
+        ({"batch_ladder": [8, 4]}, r"batch_ladder \[8, 4\] is not rising"),
+        ({"graph_memory_share": 1.5}, "graph_memory_share 1.5 is not a share"),
+        ({"merge": "measured", "warm_up": False}, "merge_measured prices runs by the warm-up's times"),
     ],
 )
 def test_runner_values_are_checked_by_their_typed_settings_at_build(radar_artifacts, change, message):
@@ -249,3 +256,32 @@ def test_a_null_merge_turns_the_profiles_pricing_off_and_each_length_runs_apart(
     settings = {**PROFILE["radar_classifier"], "merge": None}
     params = parameters(apply_gpu_embedded_profile(canonical_config("radar_classifier"), settings))
     assert "merge_table" not in params and not TorchRunnerSettings.from_parameters(params).merge_table
+
+
+def test_the_default_ladder_doubles_up_to_the_batch_cap_and_ends_on_it():
+    assert default_ladder(128) == [1, 2, 4, 8, 16, 32, 64, 128]
+    assert default_ladder(48) == [1, 2, 4, 8, 16, 32, 48]
+    assert default_ladder(1) == [1] and default_ladder(0) == []
+
+
+def test_the_classifier_warms_the_lengths_its_text_model_pads_to_and_a_backbone_of_any_size_none(radar_artifacts):
+    configs, files = resolved("gpu-embedded", radar_artifacts.parent)
+    classifier = TorchRunnerSettings.from_parameters(parameters(configs["radar_classifier"]))
+    assert classifier.warm_lengths == tuple(int(b) for b in parameters(configs["radar"])["buckets"].split(","))
+    assert "token_lengths.json" in files["radar_classifier"]
+    assert TorchRunnerSettings.from_parameters(parameters(configs["resnet50_backbone"])).warm_lengths == ()
+
+
+def test_the_control_variant_runs_as_requests_come_without_warm_up_or_graphs():
+    settings = {**PROFILE["radar_classifier"], "batch_ladder": [], "warm_up": False, "cuda_graphs": False, "merge": None}
+    runner = TorchRunnerSettings.from_parameters(
+        parameters(apply_gpu_embedded_profile(canonical_config("radar_classifier"), settings))
+    )
+    assert (runner.batch_ladder, runner.warm_up, runner.cuda_graphs) == ((), False, False)
+
+
+def test_a_measured_merge_prices_runs_by_the_runners_own_warm_up():
+    settings = {**PROFILE["radar_classifier"], "merge": "measured"}
+    params = parameters(apply_gpu_embedded_profile(canonical_config("radar_classifier"), settings))
+    runner = TorchRunnerSettings.from_parameters(params)
+    assert runner.merge_measured and not runner.merge_table

@@ -74,8 +74,8 @@ def test_the_chunks_radar_texts_keeps_in_flight_follow_the_classifiers_instances
 @pytest.mark.parametrize(
     "setting, message",
     [
-        ({"max_batch_size": 64}, "max_batch_size 64 is outside 1 .. 32"),
-        ({"max_batch_size": 0}, "max_batch_size 0 is outside 1 .. 32"),
+        ({"max_batch_size": 256}, "max_batch_size 256 is outside 1 .. 128"),
+        ({"max_batch_size": 0}, "max_batch_size 0 is outside 1 .. 128"),
         ({"max_batch_size": 8}, r"preferred batch sizes \[16, 32\] exceed max_batch_size 8"),
     ],
 )
