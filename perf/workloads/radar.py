@@ -132,7 +132,8 @@ class Radar(Workload):
         ragged = " ragged" if clf.get("ragged_batch") else ""
         cap = f" max-batch={clf['max_batch_size']}" if "max_batch_size" in clf else ""
         graph = f" graph={clf['graph']}" if "graph" in clf else ""
-        graph += f" merge={clf['merge']['table']}" if clf.get("merge") else ""
+        merge = clf.get("merge")
+        graph += f" merge={merge['table'] if isinstance(merge, dict) else merge}" if merge else ""
         timeout = (
             f" queue-timeout={entry['default_timeout_microseconds'] / 1e6:g}s" if "default_timeout_microseconds" in entry else ""
         )
