@@ -33,6 +33,7 @@ class RunnerMetrics:
         }
         self.rows = {kind: self.rows_family.Metric(labels={"model": model, "rows": kind}) for kind in ("asked", "padding")}
         self.runs: dict[tuple, object] = {}
+        self.warm: dict[str, object] = {}
 
     def observe(self, run: Run) -> None:
         for stage, seconds in zip(STAGES, (run.tensors_s, run.h2d_s, run.forward_s, run.d2h_s)):
@@ -55,4 +56,6 @@ class RunnerMetrics:
             "budget_bytes": warmup.budget_bytes,
         }
         for what, value in figures.items():
-            self.warm_family.Metric(labels={"model": self.model, "what": what}).set(float(value))
+            gauge = self.warm_family.Metric(labels={"model": self.model, "what": what})
+            gauge.set(float(value))
+            self.warm[what] = gauge  # a metric lives as long as its object
