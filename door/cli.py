@@ -13,7 +13,7 @@ event loop) and TCP_NODELAY on every connection (door.nodelay). API keys: $DOOR_
 (comma-separated) or $DOOR_API_KEYS_FILE (one a line); needed
 beyond loopback unless --no-api-keys. Where a served text model carries its export's golden set, the
 door runs it through Triton before it serves and every --canary-interval seconds (door.canary).
-`make serve` starts it beside Triton (kit.control.serve). With --workers N, N processes share the port
+`make serve` starts it beside Triton (kit.server.serve). With --workers N, N processes share the port
 (uvicorn's workers), each a whole door; /metrics adds up all of theirs (prometheus_client's multiprocess mode).
 """
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kit.control.runtime import is_loopback
+from kit.server.runtime import is_loopback
 
 ENV_PREFIX = "DOOR_"
 API_KEYS_ENV = "DOOR_API_KEYS"

@@ -72,7 +72,7 @@ if [ ! -e "$LIBDIR/$LIBPYTHON" ]; then
   fi
   LIBDIR=$(dirname "$FOUND")
 fi
-# Only the server's processes get it (kit.control.runtime.server_env), and only libpython: a folder holding that one
+# Only the server's processes get it (kit.server.runtime.server_env), and only libpython: a folder holding that one
 # link, not the system's library folder, whose CUDA libraries (cuDNN, NCCL) would shadow the ones torch brings in the
 # stubs that run it.
 mkdir -p "$WORK/libpython"

@@ -36,7 +36,7 @@ class TritonPythonModel:
         self.answers = next(pair for pair in ANSWERS if pair[0] in outputs)
         self.pipeline = text_pipeline(version_dir, self.settings)
         # Version N of radar_texts calls version N of its classifier, the graph exported with its tokenizer and golden
-        # set: while a new version is checked (kit.control.deploy) the old one keeps calling the old graph.
+        # set: while a new version is checked (kit.server.deploy) the old one keeps calling the old graph.
         self.version = int(args["model_version"])
         self.window = Window(self.settings.chunks_in_flight)
         self.background = Background(f"{self.name}-{args['model_instance_name']}", self.settings.call_threads or None)

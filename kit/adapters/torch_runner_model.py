@@ -45,7 +45,7 @@ class TritonPythonModel(RunnerModel):
         if settings.profile_executions and os.environ.get(TRACE_DIR_ENV):
             path = Path(os.environ[TRACE_DIR_ENV]) / f"{instance}.trace.json.gz"
             self.trace = Trace(path, settings.profile_executions, device != "cpu")
-        self.plan_runs(args, settings, version_dir, measured)
+        self.plan_runs(args, measured)
 
     def execute(self, requests):
         responses = super().execute(requests)

@@ -29,12 +29,13 @@ from kit.control.specs import (
     MODELS,
     NAME,
     POOLINGS,
+    ModelSpec,
     check_routes,
     read_spec,
     read_specs,
     spec_text,
 )
-from kit.control.tasks import TASKS, canonical_models, servable_specs, shipped_specs, task_of
+from kit.control.tasks import TASKS, entry_config, shipped_models, shipped_specs, task_of
 
 
 def source_text(source: Path, folder: Path) -> str:
@@ -52,19 +53,30 @@ def add(name: str, task: str, source: Path, folder: Path, settings: dict, replac
     """Checks the model and writes its spec; returns the spec's path. RepositoryError says what does not fit."""
     if not NAME.match(name):
         raise RepositoryError(f"the name {name!r} must be lower-case letters, digits and _, starting with a letter")
-    if name in canonical_models(SOURCE):
+    if name in shipped_models(SOURCE):
         raise RepositoryError(f"{name!r} is a model the kit ships; choose another name")
     path = folder / f"{name}.toml"
     if path.exists() and not replace:
         raise RepositoryError(f"{path} exists; pass --replace to write it again")
     text = spec_text(task, source_text(source, folder), settings)
     spec = read_spec(path, text)
-    check_routes({**servable_specs(folder)[0], name: spec})  # a broken spec beside it is its own matter
+    check_routes({**readable_specs(folder), name: spec})  # a broken spec beside it is its own matter
     checked = task_of(spec).check(spec)
     folder.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     print(checked)
     return path
+
+
+def readable_specs(folder: Path) -> dict[str, ModelSpec]:
+    """The specs in `folder` that read, by name."""
+    specs = {}
+    for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
+        try:
+            specs[path.stem] = read_spec(path)
+        except RepositoryError:
+            continue
+    return specs
 
 
 def parameter_table(pairs: list[str], option: str = "--parameter") -> dict[str, str]:
@@ -149,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
                     export(spec, exporter)
         else:
             for spec in (shipped_specs(SOURCE) | read_specs(args.models)).values():
-                config = task_of(spec).models(spec)[spec.name].config
+                config = entry_config(spec)
                 tensors = ", ".join(t.name for t in config.input) + " -> " + ", ".join(t.name for t in config.output)
                 line = f"{spec.name:<20} {spec.task:<19} max_batch={config.max_batch_size:<4} {tensors}  {spec.door_route}"
                 print(line + ("  (shipped)" if spec.shipped else ""))

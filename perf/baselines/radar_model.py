@@ -10,7 +10,7 @@ service takes those of the committed CPU profile for the model folder.
 RADAR_RUNNER=torch runs the checkpoint the export saved (`checkpoint/`) on the kit's PyTorch runner
 instead, in RADAR_TORCH_DTYPE (default fp16) on RADAR_TORCH_DEVICE (default cuda): the model the
 gpu-embedded profile serves, so that a GPU run compares designs on one model (perf/specs/gpu.json).
-RADAR_RUNNER=sim runs the simulated accelerator the sim-h100 profile serves (kit.runners.simulated):
+RADAR_RUNNER=sim runs the simulated accelerator the sim-h100 profile serves (perf.sim.device):
 RADAR_SIM_TABLE (a device table's file), RADAR_SIM_CURVE (its model), RADAR_SIM_PRECISION.
 """
 
@@ -29,7 +29,7 @@ from kit.adapters.artifacts import graph_output, text_pipeline
 from kit.adapters.settings import TextSettings
 from kit.pipelines.text.pipeline import TextPlan, decode_text
 from kit.runners.onnx import make_session
-from kit.runners.simulated import SimulatedModel
+from perf.sim.device import SimulatedModel
 
 Logits = Callable[[np.ndarray, np.ndarray], np.ndarray]
 RUNNERS = ("onnx", "torch", "sim")

@@ -35,7 +35,7 @@ from pathlib import Path
 import onnxruntime
 
 from kit.control.configs import REPO_ROOT
-from kit.control.runtime import install_python_stub, triton_dist
+from kit.server.runtime import install_python_stub, triton_dist
 from perf.engine import gpu
 from perf.engine.budget import Budget
 from perf.engine.inputs import InputSet
@@ -43,7 +43,7 @@ from perf.engine.perf_analyzer import warm_up
 from perf.engine.point import measure
 from perf.engine.revision import tree_commit
 from perf.engine.spec import graph_runs, probe_load, sweep_loads
-from perf.engine.targets import make_target, variant_profile
+from perf.engine.targets import make_target
 from perf.engine.workload import Workload
 
 # The GPU host's copy of the tree names its commit here (run.sh reads it from the carry's manifest): that copy may
@@ -319,9 +319,9 @@ def run(
         "skipped": [],
         "errors": [],
         "kit_profiles": {
-            w.variant_label(p["models"]): p["models"]
+            t.label: t.placements
             for _, run_spec in runs
-            for p in (variant_profile(w, s) for s in run_spec["targets"].get("kit", []))
+            for t in (make_target(w, "kit", s, model_dir, work / "profiles") for s in run_spec["targets"].get("kit", []))
         },
     }
 

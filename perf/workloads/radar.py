@@ -21,15 +21,15 @@ import tritonclient.grpc as grpcclient
 
 from kit.adapters.artifacts import text_pipeline
 from kit.adapters.settings import TextSettings
-from kit.control.configs import SOURCE, parameters
+from kit.control.configs import parameters, template
 from kit.control.profiles import load_profile
-from kit.control.tasks import canonical_config
 from kit.pipelines.text.pipeline import TextPipeline
 from perf.engine.inputs import InputSet, bytes_tensor, input_set
 from perf.engine.load import tensor
 from perf.engine.tables import kit_time_table, sec, table
-from perf.engine.targets import variant_configs
+from perf.engine.targets import variant_models
 from perf.engine.workload import Baseline, Workload
+from perf.sim.device import SIM
 from perf.workloads import radar_limit
 from samples.texts import sample_texts
 
@@ -102,22 +102,20 @@ class Radar(Workload):
     time_note = TIME_NOTE
 
     def served(self, model_dir: Path, work: Path, setting: dict | None = None) -> tuple[dict, dict]:
-        """What a kit variant (the deployment's profile unless `setting` overrides it) serves from `model_dir`,
-        read from the configs the builder resolves: the `radar` parameters and the classifier's (its runner's)."""
-        configs = variant_configs(self, setting or {}, model_dir, work)
-        return parameters(configs[self.entry]), parameters(configs[self.workers])
+        """What a kit variant (the deployment's profile unless `setting` overrides it) serves from `model_dir`, as the
+        builder plans it: the `radar` parameters and the classifier's (its runner's)."""
+        models = variant_models(self, setting or {}, model_dir, work)
+        runner = models[self.workers]
+        defaults = runner.settings.to_parameters(defaults=True) if runner.settings is not None else {}
+        return parameters(models[self.entry].written()), defaults | parameters(runner.written())
 
     def settings(self, model_dir: Path, work: Path, setting: dict | None = None) -> TextSettings:
-        """RADAR's settings as a kit variant serves them from `model_dir` (see `served`)."""
-        return TextSettings.from_parameters(self.served(model_dir, work, setting)[0])
+        """RADAR's settings as a kit variant serves them from `model_dir`."""
+        return variant_models(self, setting or {}, model_dir, work)[self.entry].settings
 
     def graph_variant(self, setting: dict) -> dict:
         """The kit variant whose graph a baseline's or the limit's setting names (`graph`); none: the committed one."""
         return {self.workers: {"graph": setting["graph"]}} if "graph" in setting else {}
-
-    def canonical(self, model: str):
-        """A model's config before any profile: the committed source's."""
-        return canonical_config(model)
 
     def label(self, models: dict) -> str:
         """Classifier instances x threads, queue delay, batch cap, bucket count, entry instances x texts per execution
@@ -125,10 +123,9 @@ class Radar(Workload):
         timeout, the classifier calls the entry keeps waiting where set."""
         clf, entry = models[self.workers], models.get(self.texts, {})
         radar = models.get(self.entry, {})
-        buckets = radar.get("parameters", {}).get("bucket_count") or parameters(self.canonical(self.entry))["bucket_count"]
-        source = self.canonical(self.texts)
-        texts = entry.get("max_batch_size") or source.max_batch_size
-        rounds = entry.get("parameters", {}).get("batches_in_flight") or parameters(source)["batches_in_flight"]
+        buckets = radar.get("parameters", {}).get("bucket_count") or radar.get("served", {}).get("bucket_count")
+        texts = entry.get("max_batch_size") or template("text/texts", self.texts).max_batch_size
+        rounds = entry.get("parameters", {}).get("batches_in_flight") or entry.get("served", {}).get("batches_in_flight")
         ragged = " ragged" if clf.get("ragged_batch") else ""
         cap = f" max-batch={clf['max_batch_size']}" if "max_batch_size" in clf else ""
         graph = f" graph={clf['graph']}" if "graph" in clf else ""
@@ -162,8 +159,10 @@ class Radar(Workload):
         texts = inputs[lim["input"]].items
         if "sim_table" in clf:
             print(f"limit: the simulated device of {clf['sim_table']}, from its table", flush=True)
-            table = SOURCE / "devices" / clf["sim_table"]
-            result = radar_limit.measure_sim(table, clf["curve"], clf["precision"], pipeline, texts, lim["batch_sizes"])
+            table = SIM / clf["sim_table"]
+            result = radar_limit.measure_sim(
+                table, clf["curve"], clf.get("precision", "fp16"), pipeline, texts, lim["batch_sizes"]
+            )
         elif "torch_model" in clf:
             runner = f"{model_dir.name}/{clf['torch_model']} ({clf['dtype']}, {clf['device']})"
             print(f"limit: the PyTorch runner on {runner}", flush=True)
@@ -191,9 +190,9 @@ class Radar(Workload):
         params, clf = self.served(model_dir, work / "kit-settings", variant | self.graph_variant(setting))
         env = {"RADAR_MODEL_DIR": str(model_dir.resolve()), "RADAR_SETTINGS": json.dumps(params)}
         if "sim_table" in clf:
-            table = str(SOURCE / "devices" / clf["sim_table"])
+            table = str(SIM / clf["sim_table"])
             env |= {"RADAR_RUNNER": "sim", "RADAR_SIM_TABLE": table, "RADAR_SIM_CURVE": clf["curve"]}
-            env["RADAR_SIM_PRECISION"] = clf["precision"]
+            env["RADAR_SIM_PRECISION"] = clf.get("precision", "fp16")
         elif "torch_model" in clf:
             env |= {"RADAR_RUNNER": "torch", "RADAR_TORCH_DTYPE": clf["dtype"], "RADAR_TORCH_DEVICE": clf["device"]}
         else:

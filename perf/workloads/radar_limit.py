@@ -26,12 +26,11 @@ import onnx
 import onnxruntime as ort
 
 from kit.adapters.artifacts import graph_output
-from kit.control.configs import SOURCE
 from kit.pipelines.text.pipeline import TextPipeline
 from kit.runners.onnx import CPU, LEVELS, SERVED_LEVEL, make_session
-from kit.runners.simulated import Curve
 from perf.baselines.radar_model import Logits, onnx_logits, sim_logits, torch_logits
 from perf.engine.limit import CORES, in_parallel, timed
+from perf.sim.device import SIM, Curve
 
 Rows = list[tuple[np.ndarray, np.ndarray]]
 Batch = tuple[np.ndarray, np.ndarray]
@@ -174,7 +173,7 @@ def measure_torch(
 def measure_sim(
     table: Path, curve: str, precision: str, pipeline: TextPipeline, texts: list[str], batch_sizes: list[int]
 ) -> dict:
-    """Chunks/s of a simulated device (kit.runners.simulated) on every chunk, in batches bucket by bucket, and in
+    """Chunks/s of a simulated device (perf.sim.device) on every chunk, in batches bucket by bucket, and in
     batches of any lengths padded to their longest (sorted by length, as a runner that merges lengths would run
     them): the sum of its batch times from its table, nothing run."""
     every_row = chunk_rows(pipeline, texts)
@@ -202,6 +201,8 @@ def reference_logits(model_dir: Path, runner: dict[str, str]) -> tuple[str, Logi
     if "torch_model" in runner:
         return "the checkpoint in FP32 on the CPU (the PyTorch runner)", torch_logits(model_dir, "fp32", "cpu")
     if "sim_table" in runner:
-        table = SOURCE / "devices" / runner["sim_table"]
-        return f"the simulated device's function ({runner['sim_table']})", sim_logits(table, runner["curve"], runner["precision"])
+        table = SIM / runner["sim_table"]
+        return f"the simulated device's function ({runner['sim_table']})", sim_logits(
+            table, runner["curve"], runner.get("precision", "fp16")
+        )
     return "model.onnx (FP32 as exported) on ONNX Runtime", onnx_logits(model_dir / "model.onnx", CORES)

@@ -15,8 +15,8 @@ from kit.control.configs import REPO_ROOT
 from kit.control.exports import export_python
 from kit.control.models import main as kit_main
 from kit.control.repository import build
-from kit.control.runtime import ServerOptions, TritonServer
 from kit.control.specs import ModelSpec, read_specs
+from kit.server.runtime import ServerOptions, TritonServer
 from tests import onnx_graphs
 from tests.conftest import ARTIFACTS
 from tests.radar_reference import direct_scorer

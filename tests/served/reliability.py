@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,10 +15,9 @@ from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import InferenceServerException
 
 from clients.triton import is_retryable
-from kit.control.configs import SOURCE, parse_config, render_config
+from kit.control.configs import parse_config, render_config
 from kit.control.repository import build
-from kit.control.runtime import ServerOptions, TritonServer
-from kit.control.tasks import link_sources
+from kit.server.runtime import ServerOptions, TritonServer
 from tests.conftest import ARTIFACTS, REPO_ROOT
 
 RADAR_MODELS = ("radar", "radar_texts", "radar_classifier")
@@ -38,20 +36,6 @@ def is_overload(outcome) -> bool:
 def scale(name: str, default: float) -> float:
     """A test size; the long make targets raise it through the environment (e.g. KIT_SOAK_SECONDS)."""
     return float(os.environ.get(f"KIT_{name}", default))
-
-
-def source_with(models: tuple[str, ...], root: Path) -> Path:
-    """The committed model sources reduced to `models` (linked, profiles filtered), so that a test
-    server loads only what it exercises."""
-    (root / "profiles").mkdir(parents=True)
-    (root / "devices").symlink_to(SOURCE / "devices")  # the simulated device's tables (the sim-h100 profile)
-    link_sources(models, root)
-    shutil.copy(SOURCE / "artifacts.json", root)
-    for profile in (SOURCE / "profiles").glob("*.json"):
-        spec = json.loads(profile.read_text())
-        spec["models"] = {name: value for name, value in spec["models"].items() if name in models}
-        (root / "profiles" / profile.name).write_text(json.dumps(spec))
-    return root
 
 
 def tiny_queue(size: int, instances: int, max_batch: int | None = None, window: int | None = None):
@@ -90,7 +74,7 @@ def own_server(
     it, kill its processes, change its options or serve changed `artifacts`, so that the shared
     session server stays clean."""
     repository = tmp_path / "repository"
-    build(profile, repository, artifacts, source=source_with(models, tmp_path / "source"))
+    build(profile, repository, artifacts, specs={}, models=models)
     for model, change in (patches or {}).items():
         patch_config(repository, model, change)
     with TritonServer(ServerOptions.on_free_ports(repository, **options), log_path=tmp_path / "server.log") as server:

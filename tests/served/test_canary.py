@@ -10,8 +10,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from kit.control.repository import profile_configs
 from tests.conftest import ARTIFACTS
+from tests.profiles import configs
 from tests.served.doors import call, running_door
 from tests.served.reliability import own_server, wait_for
 
@@ -38,7 +38,7 @@ def test_the_exports_golden_set_passes_on_the_served_model_at_start_and_every_in
 def perturbed_artifacts(root):
     """The radar artifacts (linked) with the graph the CPU profile serves replaced by one whose AI logit
     is shifted by +1, as a wrong classifier-head bias would shift it."""
-    graph = profile_configs("cpu")["radar_classifier"].parameters["onnx_model"].string_value
+    graph = configs("cpu", specs={})["radar_classifier"].parameters["onnx_model"].string_value
     source = ARTIFACTS / "radar"
     (root / "radar").mkdir(parents=True)
     for path in source.iterdir():

@@ -17,8 +17,8 @@ import pytest
 
 from clients.radar import RadarClient
 from clients.triton import NO_RETRY, RetryPolicy
-from kit.control import healthcheck
-from kit.control.runtime import Supervisor
+from kit.server import healthcheck
+from kit.server.runtime import Supervisor
 from samples.texts import sample_texts
 from tests.served.doors import running_door
 from tests.served.reliability import Workers, own_server, save_result, wait_for
@@ -144,7 +144,7 @@ def test_killed_stub_is_detected_and_the_server_restarted_without_wrong_answers(
         time.sleep(2.0)
     assert_faults_handled(load)
     assert any("stub of radar_classifier" in line for _, line in events), events
-    assert seen, "kit/control/healthcheck.py did not see the dead stub"
+    assert seen, "kit/server/healthcheck.py did not see the dead stub"
     assert flip < 3.0, f"readiness kept saying ready for {flip:.1f} s after the stub died"
     assert recovery < 60.0
     assert server.dead_stubs() == [] and server.is_ready()

@@ -262,7 +262,7 @@ def test_in_turns_the_kit_and_its_door_answer_every_round_and_each_round_measure
 SIM_TINY = {
     "description": "Checks the simulated device's tooling, not the speed.",
     "model": "artifacts/radar",
-    "profile": "sim-h100",
+    "profile": "perf/sim/sim-h100.json",
     "projection": {"cores": 16},
     "inputs": [{"name": "long", "count": 8, "min_chars": 100, "max_chars": 800, "seed": 42}],
     "window": {"warmup_s": 1, "duration_s": 2},

@@ -10,7 +10,6 @@ host's run overlays them (deploy/gpu_host/run.sh)."""
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
@@ -25,10 +24,11 @@ import pytest
 from clients.radar import RadarClient
 from kit.control.configs import REPO_ROOT, parameters
 from kit.control.repository import build
-from kit.control.runtime import ServerOptions, TritonServer
+from kit.server.runtime import ServerOptions, TritonServer
 from samples.texts import sample_texts
+from tests.profiles import profile_data, variant
 from tests.radar_reference import direct_scorer
-from tests.served.reliability import RADAR_MODELS, source_with
+from tests.served.reliability import RADAR_MODELS
 
 LADDER = [1, 2, 4, 8]
 CLASSIFIER = {
@@ -66,11 +66,12 @@ def served(tmp_path_factory, radar_artifacts):
     if not (EXPORT_VENV / "bin" / "python").exists():
         pytest.fail("the export venv is missing: make test installs it before the served tests")
     work = tmp_path_factory.mktemp("torch-runner")
-    source = source_with(RADAR_MODELS, work / "source")
-    profile = json.loads((source / "profiles" / "gpu-embedded.json").read_text())
-    profile["models"]["radar_classifier"] = CLASSIFIER
-    (source / "profiles" / "gpu-embedded.json").write_text(json.dumps(profile))
-    configs = build("gpu-embedded", work / "repository", radar_artifacts.parent, source=source)
+    profile = profile_data("gpu-embedded")
+    profile["roles"]["text-graph"] = CLASSIFIER
+    profile["models"].pop("radar_classifier")
+    path = variant(work, profile, "gpu-embedded")
+    models = build(path, work / "repository", radar_artifacts.parent, specs={}, models=RADAR_MODELS)
+    configs = {name: model.written() for name, model in models.items()}
     bin_dir = stub_python(work / "stub-python")
     # The stub embeds a libpython of its own minor version: this Python's own, so that its compiled modules (ssl,
     # which transformers' hub client imports) match it, as run.sh hands the stubs the host's.

@@ -19,6 +19,7 @@ from tritonclient.utils import InferenceServerException
 from clients.radar import RadarResult, text_tensor
 from clients.triton import Endpoint
 from kit.control.configs import parse_config
+from perf.sim.device import SIM
 from samples.texts import sample_texts
 from tests.served.pending import sampling_pending
 from tests.served.reliability import is_overload, own_server, save_result, tiny_queue
@@ -45,7 +46,7 @@ def texts_window(config) -> None:
 @pytest.fixture(scope="module")
 def simulated(tmp_path_factory, radar_artifacts):
     patches = {"radar_texts": texts_window, "radar_classifier": one_chunk_per_request}
-    with own_server(tmp_path_factory.mktemp("window-bound"), patches, profile="sim-h100") as server:
+    with own_server(tmp_path_factory.mktemp("window-bound"), patches, profile=SIM / "sim-h100.json") as server:
         yield server
 
 

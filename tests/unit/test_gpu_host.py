@@ -9,7 +9,7 @@ import zipfile
 import pytest
 
 from deploy.gpu_host import carry, stub_imports
-from kit.control.runtime import DIST_ENV, STUB_LIBRARY_ENV, ServerError, ServerOptions, server_command, server_env, triton_dist
+from kit.server.runtime import DIST_ENV, STUB_LIBRARY_ENV, ServerError, ServerOptions, server_command, server_env, triton_dist
 from perf.engine import gpu
 from perf.engine.budget import POINT_OVERHEAD_S, REPORT_S, STOP_S, Budget
 from perf.engine.spec import load_spec
@@ -185,12 +185,12 @@ def part(name: str, spec: str = "gpu") -> dict:
 def test_the_gpu_run_serves_the_pytorch_runner_in_fp16_on_the_gpu_and_the_rehearsal_on_the_cpu_in_fp32():
     for name, workload in (("radar", RADAR), ("resnet", RESNET)):
         on_gpu = workload.for_spec(part(name))
-        runner = next(m for m, s in variant_profile(on_gpu, {})["models"].items() if s.get("runner") == "torch")
-        gpu_settings = variant_profile(on_gpu, {})["models"][runner]
+        runner = next(r for r, s in variant_profile(on_gpu, {})["roles"].items() if s.get("runner") == "torch")
+        gpu_settings = variant_profile(on_gpu, {})["roles"][runner]
         assert (gpu_settings["device"], gpu_settings["dtype"], gpu_settings["gpus"]) == ("cuda", "fp16", [0])
         assert on_gpu.deployment.on_gpu
         rehearsal = workload.for_spec({**part(name), "placement": {"device": "cpu", "dtype": "fp32"}})
-        cpu_settings = variant_profile(rehearsal, {})["models"][runner]
+        cpu_settings = variant_profile(rehearsal, {})["roles"][runner]
         assert (cpu_settings["device"], cpu_settings["dtype"]) == ("cpu", "fp32") and "gpus" not in cpu_settings
         assert not rehearsal.deployment.on_gpu
 

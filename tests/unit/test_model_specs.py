@@ -11,10 +11,10 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from kit.control.configs import RepositoryError
 from kit.control.models import main as kit_main
-from kit.control.repository import profile_configs
+from kit.control.repository import servable_specs
 from kit.control.specs import SpecError, read_spec, read_specs
-from kit.control.tasks import servable_specs
 from tests import onnx_graphs
+from tests.profiles import configs
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,7 @@ IMAGE = 'task = "image-classification"\nsource = "../labelled"\n'
 def test_a_mistake_in_a_spec_names_the_spec_and_the_key(graphs, tmp_path, text, key, words):
     path = spec_file(graphs / tmp_path.name, "scores", text)
     with pytest.raises(SpecError) as caught:
-        profile_configs("cpu", specs=read_specs(path.parent))
+        configs("cpu", specs=read_specs(path.parent))
     message = str(caught.value)
     assert str(path) in message and f"`{key}`" in message and words in message, message
 
@@ -114,7 +114,7 @@ def test_a_spec_may_not_take_a_shipped_model_s_name(graphs, tmp_path):
     folder = graphs / tmp_path.name
     spec_file(folder, "radar", GOOD)
     with pytest.raises(RepositoryError, match="a model the kit ships"):
-        profile_configs("cpu", specs=read_specs(folder))
+        configs("cpu", specs=read_specs(folder))
     assert kit_main(["add", "resnet50", "--task", "onnx", "--from", str(graphs / "mlp.onnx"), "--models", str(folder)]) == 2
 
 
@@ -137,7 +137,7 @@ def test_kit_add_writes_only_what_differs_from_the_defaults(graphs, tmp_path):
 @pytest.mark.parametrize("profile, backend", [("cpu", "python"), ("gpu", "onnxruntime"), ("gpu-embedded", "python")])
 def test_a_spec_becomes_a_batched_model_of_every_profile(graphs, tmp_path, profile, backend):
     spec_file(graphs / tmp_path.name, "pooled", 'task = "onnx"\nsource = "../pooled.onnx"\nmax_batch_size = 16\n')
-    config = profile_configs(profile, specs=read_specs(graphs / tmp_path.name))["pooled"]
+    config = configs(profile, specs=read_specs(graphs / tmp_path.name))["pooled"]
     assert config.backend == backend and config.max_batch_size == 16
     assert [(t.name, mc.DataType.Name(t.data_type), list(t.dims)) for t in config.input] == [
         ("ids", "TYPE_INT64", [-1]),
@@ -154,7 +154,7 @@ def test_a_server_leaves_out_a_bad_spec_and_serves_the_others(graphs, tmp_path):
     folder = graphs / tmp_path.name
     spec_file(folder, "good", GOOD)
     spec_file(folder, "bad", 'task = "onnx"\nsource = "../fixed.onnx"\n')
-    specs, refused = servable_specs(folder)
+    specs, refused = servable_specs(folder, "cpu")
     assert list(specs) == ["good"]
     assert len(refused) == 1 and "bad.toml" in refused[0] and "`max_batch_size`" in refused[0]
 
