@@ -116,7 +116,11 @@ def test_cuda_provider_moves_an_onnx_network_to_the_listed_gpus():
         ("ocr_det", {"runner": "onnx", "gpus": [0]}, "provider CPUExecutionProvider runs on the CPU"),
         ("radar_texts", {"gpus": [0]}, "are for ONNX models on a runner, not a Python model"),
         ("radar_classifier", {"runner": "torch", "preferred_batch_size": [256]}, "exceed max_batch_size 128"),
-        ("radar_classifier", {"runner": "torch", "batch_ladder": [8, 256]}, r"batch_ladder \[8, 256\] goes outside 1 .. max_batch_size 128"),
+        (
+            "radar_classifier",
+            {"runner": "torch", "batch_ladder": [8, 256]},
+            r"batch_ladder \[8, 256\] goes outside 1 .. max_batch_size 128",
+        ),
         ("radar_classifier", {"runner": "torch", "device": "cpu", "cuda_graphs": True}, "cuda_graphs needs device cuda"),
         ("ocr_det", {"runner": "onnx", "merge": "measured"}, 'merge "measured" prices runs by the torch runner'),
         ("radar_classifier", {"runner": "torch", "device": "tpu"}, "device 'tpu' is not one of cuda, cpu"),
