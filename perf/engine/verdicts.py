@@ -11,6 +11,7 @@ that one engine judges the CPU sweeps, the runs in turns and the GPU run, each w
       "no_failures": {"clients": [256]},                             # or {"everywhere": true}
       "cpu": [{"of": "door", "max_ms": 1.0, "below": "baselines", "clients": [64, 256]}],  # server CPU per item
       "graph_limits": {"fused": 1.1, "int8": 2.0},                   # each graph's limit over the first graph's
+      "limit_over": {"way": "eager", "batch": 64, "factor": 1.5},     # the best limit over one of its layouts
       "accuracy": {"max_abs_diff": 0.01}
     }
 
@@ -259,6 +260,20 @@ def graph_limit_verdicts(w: Workload, results: dict, goal: dict) -> list[Verdict
     return out
 
 
+def limit_over_verdict(w: Workload, results: dict, goal: dict) -> Verdict:
+    """The best limit over the limit's layout that has every other key of the goal (its `way` and `batch`, say):
+    what the best way of running the model buys over one."""
+    layout = {k: v for k, v in goal.items() if k != "factor"}
+    name = f"the best limit >= {goal['factor']:g} x the limit's {', '.join(f'{k} {v}' for k, v in layout.items())}"
+    lim = limit_of(results, None)
+    base = next((r for r in lim["layouts"] if layout.items() <= r.items()), None) if lim else None
+    if base is None:
+        return Verdict(name, False, NOT_MEASURED)
+    best, times = lim["best"], lim["best"][w.key] / base[w.key]
+    detail = f"{times:.2f} x ({best['layout']} at batch {best['batch']}: {best[w.key]:.0f} vs {base[w.key]:.0f} {w.item}s/s)"
+    return Verdict(name, times >= goal["factor"], detail)
+
+
 def accuracy_verdict(results: dict, goal: dict) -> Verdict:
     name = f"served results within {goal['max_abs_diff']:g} of the direct reference"
     check = results.get("accuracy")
@@ -295,6 +310,8 @@ def judge(w: Workload, results: dict) -> list[Verdict]:
         out += [Verdict(f"{graph}: {v.target}", v.met, v.detail) for v in judged] if graph else judged
     if "graph_limits" in goals:
         out += graph_limit_verdicts(w, results, goals["graph_limits"])
+    if "limit_over" in goals:
+        out.append(limit_over_verdict(w, results, goals["limit_over"]))
     if "accuracy" in goals:
         out.append(accuracy_verdict(results, goals["accuracy"]))
     return out

@@ -20,11 +20,12 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 
 from kit.adapters.artifacts import text_pipeline
-from kit.adapters.settings import TextSettings
+from kit.adapters.settings import TextSettings, TorchRunnerSettings
 from kit.control.configs import SOURCE, parameters
 from kit.control.profiles import load_profile
 from kit.control.tasks import canonical_config
 from kit.pipelines.text.pipeline import TextPipeline
+from perf.baselines.radar_model import TORCH_SHAPES
 from perf.engine.inputs import InputSet, bytes_tensor, input_set
 from perf.engine.load import tensor
 from perf.engine.tables import kit_time_table, sec, table
@@ -35,6 +36,14 @@ from samples.texts import sample_texts
 
 # One request of the accuracy check: a hung server fails the check, not the run.
 ACCURACY_TIMEOUT_S = 60.0
+
+
+def kit_runner(classifier: dict[str, str]) -> dict:
+    """The PyTorch runner as a kit variant's classifier runs it (its parameters): precision, device, ladder, the
+    lengths it warms, CUDA graphs."""
+    r = TorchRunnerSettings.from_parameters(classifier)
+    lengths = r.warm_lengths if r.warm_up else ()
+    return {"dtype": r.dtype, "device": r.device, "ladder": r.batch_ladder, "lengths": lengths, "graphs": r.cuda_graphs}
 
 
 def radar_inputs(out_dir: Path, spec_input: dict, pipeline: TextPipeline) -> InputSet:
@@ -166,9 +175,9 @@ class Radar(Workload):
             result = radar_limit.measure_sim(table, clf["curve"], clf["precision"], pipeline, texts, lim["batch_sizes"])
         elif "torch_model" in clf:
             runner = f"{model_dir.name}/{clf['torch_model']} ({clf['dtype']}, {clf['device']})"
-            print(f"limit: the PyTorch runner on {runner}", flush=True)
+            print(f"limit: the PyTorch runner on {runner}, eager and as the kit runs it", flush=True)
             result = radar_limit.measure_torch(
-                model_dir, pipeline, texts, lim.get("chunks"), lim["batch_sizes"], clf["dtype"], clf["device"]
+                model_dir, pipeline, texts, lim.get("chunks"), lim["batch_sizes"], kit_runner(clf), lim.get("passes", 1)
             )
         else:
             graph = clf["onnx_model"]
@@ -198,6 +207,12 @@ class Radar(Workload):
             env |= {"RADAR_RUNNER": "torch", "RADAR_TORCH_DTYPE": clf["dtype"], "RADAR_TORCH_DEVICE": clf["device"]}
         else:
             env["RADAR_GRAPH"] = clf["onnx_model"]
+        if setting.get("runner") == "kit":  # the kit classifier's ladder, warm-up and CUDA graphs
+            if family != "batcher" or "torch_model" not in clf:
+                raise ValueError(f"{family}: runner kit is the PyTorch runner of a design that runs one batch at a time")
+            runner = kit_runner(clf)
+            env |= {"RADAR_TORCH_GRAPHS": str(int(runner["graphs"]))}
+            env |= {name: ",".join(map(str, runner[key])) for name, key in zip(TORCH_SHAPES, ("ladder", "lengths"))}
         if family == "batcher":
             env |= {"BATCH_SIZE_MAX": str(setting["batch_size_max"]), "BATCH_TIMEOUT": str(setting["batch_timeout_ms"] / 1000)}
         return env
@@ -242,7 +257,7 @@ class Radar(Workload):
     def sections(self, results: dict, out_dir: Path) -> list[str]:
         tune = out_dir / "tune.json"
         return (
-            (limit_section(results["limit"]) if results.get("limit") else [])
+            (limit_section(results["limit"], ceiling=results["spec"]["limit"].get("ceiling")) if results.get("limit") else [])
             + self.time_section(results)
             + (tune_section(json.loads(tune.read_text())) if tune.is_file() else [])
         )
@@ -258,9 +273,10 @@ TIME_HEADERS = [
 ]
 
 
-def limit_section(lim: dict, name: str = "") -> list[str]:
+def limit_section(lim: dict, name: str = "", ceiling: dict | None = None) -> list[str]:
     """The limit's layouts and its best, and the operators ONNX Runtime ran where counted; `name`: the graph's,
-    in a run over several."""
+    in a run over several; where FLOPs per chunk were counted, the best against the spec's `ceiling` (a device's peak
+    {"tflops", "of"})."""
     levels = any("level" in r for r in lim["layouts"])
     rows = [
         [r["layout"], *([r["level"]] if levels else []), r["batch"], f"{r['chunks_per_s']:.2f}", f"{r['chunks_per_cpu_s']:.2f}"]
@@ -278,7 +294,32 @@ def limit_section(lim: dict, name: str = "") -> list[str]:
     for level, ops in lim.get("operators_run", {}).items():
         top = ", ".join(f"{op} {n}" for op, n in list(ops.items())[:8])
         out.append(f"Operators ONNX Runtime runs at level {level}: {sum(ops.values())} nodes ({top}, ...).\n")
-    return out
+    return out + (ceiling_lines(lim, ceiling) if "flops_per_chunk" in lim else [])
+
+
+def ceiling_lines(lim: dict, ceiling: dict | None) -> list[str]:
+    """The PyTorch limit's two ways side by side, the kit's warm-up in it, and the best limit in FLOP/s (arithmetic:
+    FLOPs per chunk from the model's config at the chunks' padded lengths) against a device's peak (a datasheet's)."""
+    best, flops, out = lim["best"]["chunks_per_s"], lim["flops_per_chunk"], []
+    eager = {r["batch"]: r["chunks_per_s"] for r in lim["layouts"] if r.get("way") == "eager"}
+    if eager:
+        gains = ", ".join(f"{best / rate:.2f} x eager at batch {b} ({rate:.0f} chunks/s)" for b, rate in eager.items())
+        out.append(f"The best is {gains}.")
+    if lim.get("warmup"):
+        w = lim["warmup"]
+        memory = f" ({w['graph_bytes'] / 2**20:.0f} MiB of a {w['budget_bytes'] / 2**20:.0f} MiB budget)" if w["graphs"] else ""
+        out.append(f"The kit's way warmed {w['shapes']} shapes in {w['seconds']:.1f} s, {w['graphs']} as CUDA graphs{memory}.")
+    out.append(
+        f"A chunk costs {flops / 1e9:.1f} GFLOP on average (counted, not measured: the model's config at these chunks' "
+        f"padded lengths, {lim['mean_tokens']:.0f} tokens on average), so the best limit does {best * flops / 1e12:.1f} TFLOP/s."
+    )
+    if ceiling:
+        top = ceiling["tflops"] * 1e12 / flops
+        out.append(
+            f"Against {ceiling['of']}, {ceiling['tflops']:g} TFLOP/s (a datasheet's figure), these chunks could run at "
+            f"{top:,.0f} chunks/s: the best limit is {best / top:.0%} of that ceiling."
+        )
+    return [" ".join(out), ""]
 
 
 def tune_section(tune: dict) -> list[str]:

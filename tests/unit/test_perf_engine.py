@@ -15,6 +15,7 @@ from perf.engine.targets import variant_profile
 from perf.engine.verdicts import judge
 from perf.workloads.pixels import RESNET
 from perf.workloads.radar import RADAR
+from perf.workloads.radar_limit import flops_per_chunk
 
 # --- budget ---------------------------------------------------------------------------------------------------
 
@@ -89,6 +90,27 @@ def test_each_family_counts_at_its_best_setting_and_a_factor_and_p99_are_judged(
     assert v["kit (Triton) >= 1.2 x FastAPI + asyncio batcher at 64 clients"].met
     assert not v["kit (Triton) >= 1.2 x FastAPI + asyncio batcher at 256 clients"].met  # p99 300 > 250
     assert v["zero failed requests at 256 clients, Flask"].met
+
+
+def test_the_best_limit_is_judged_against_the_layout_the_goal_names():
+    layouts = [
+        {"layout": "eager", "way": "eager", "batch": 64, "chunks_per_s": 4000.0},
+        {"layout": "eager", "way": "eager", "batch": 128, "chunks_per_s": 5000.0},
+        {"layout": "graphs", "way": "kit", "batch": 128, "chunks_per_s": 7000.0},
+    ]
+    run = results([], {"limit_over": {"way": "eager", "batch": 64, "factor": 1.5}})
+    run["limit"] = {"layouts": layouts, "best": layouts[2]}
+    (verdict,) = judge(RADAR, run)
+    assert verdict.met and verdict.detail.startswith("1.75 x (graphs at batch 128: 7000 vs 4000 chunks/s)")
+    (missing,) = judge(RADAR, results([], {"limit_over": {"way": "eager", "batch": 32, "factor": 1.5}}))
+    assert not missing.met
+
+
+def test_roberta_large_costs_about_44_gflop_a_chunk_at_72_tokens():
+    config = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24}
+    assert flops_per_chunk(config, [72]) == pytest.approx(44.0e9, rel=0.01)
+    mean = (flops_per_chunk(config, [48]) + flops_per_chunk(config, [104])) / 2
+    assert flops_per_chunk(config, [48, 104]) == pytest.approx(mean)  # the mean over the chunks' padded lengths
 
 
 def test_what_was_not_measured_or_failed_is_never_met():
