@@ -18,14 +18,16 @@ that one engine judges the CPU sweeps, the runs in turns and the GPU run, each w
 A family counts at its best setting at each load (the one with the highest throughput among those without a
 failed request), as a deployment would be tuned; `per_setting` judges every setting of the other family. In a
 run with `rounds`, each comparison is made within each round and the median ratio is judged; the detail gives
-every round's. Each judgement is on the sweep's input set, per graph in a run over `graphs`.
+every round's. Each judgement is on the sweep's input set, per graph in a run over `graphs`. Where the kit misses
+the limit or another family at a load, the detail names what holds it, from its runner's figures where it has them
+(perf.engine.tables.held_by).
 """
 
 from __future__ import annotations
 
 import statistics
 
-from perf.engine.tables import graphs, limit_of, sec
+from perf.engine.tables import graphs, held_by, limit_of, runner_figures, sec
 from perf.engine.workload import Verdict, Workload
 
 NOT_MEASURED = "not measured (skipped or failed: see the run's skipped steps and errors)"
@@ -126,8 +128,15 @@ def limit_verdicts(rows: Rows, results: dict, graph: str | None, goal: dict) -> 
         times = statistics.median(ratios)
         error = next((kit[r]["error"] for r in both if kit[r]["error"]), None)
         detail = f"{times:.2f} x{rounds_detail(ratios)}" + (f"; {error}" if error else "")
-        out.append(Verdict(name, times >= share and not error, detail))
+        met = times >= share and not error
+        out.append(Verdict(name, met, detail + ("" if met else holding(rows.w, kit[both[-1]]))))
     return out
+
+
+def holding(w: Workload, row: dict) -> str:
+    """What holds a kit point that missed, from its runner's figures; nothing where it has none."""
+    figures = runner_figures(row, w.workers)
+    return f"; {held_by(figures)}" if figures else ""
 
 
 def versus_verdicts(rows: Rows, goal: dict) -> list[Verdict]:
@@ -145,7 +154,8 @@ def versus_verdicts(rows: Rows, goal: dict) -> list[Verdict]:
                     out.append(p50_verdict(w, of, label, c, a, b, goal["p50_added_ms"]))
                     continue
                 compared = f"{w.family_title(of)} >= {factor:g} x {label}" if factor != 1 else f"{of} vs {label}"
-                out.append(ratio_verdict(f"{compared} at {c} clients", a, b, key, factor, p99))
+                v = ratio_verdict(f"{compared} at {c} clients", a, b, key, factor, p99)
+                out.append(v if v.met or of != "kit" or not a else Verdict(v.target, v.met, v.detail + holding(w, a[max(a)])))
     return out
 
 

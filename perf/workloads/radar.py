@@ -34,6 +34,8 @@ from perf.engine.workload import Baseline, Workload
 from perf.workloads import radar_limit
 from samples.texts import sample_texts
 
+# What of the PyTorch runner a kit variant may turn off, by its profile key, as its label names it.
+RUNNER_PARTS = (("batch_ladder", "ladder"), ("warm_up", "warm-up"), ("cuda_graphs", "graphs"))
 # One request of the accuracy check: a hung server fails the check, not the run.
 ACCURACY_TIMEOUT_S = 60.0
 
@@ -66,7 +68,7 @@ def per_text(texts: str, classifier: str, entry: str, row: dict) -> list[str]:
         ms(entry["queue"], entry["requests"]),
         ms(entry["compute_infer"], entry["requests"]),
         ms(clf["queue"], clf["requests"]),
-        ms(clf["compute_infer"], clf["executions"]),
+        ms(clf.get("execution_compute_infer") or clf["compute_infer"], clf["executions"]),
         f"{clf['inferences'] / clf['executions']:.1f}",
         ms(entry["compute_input"] + entry["compute_output"] + clf["compute_input"] + clf["compute_output"], entry["requests"]),
     ]
@@ -76,8 +78,9 @@ TIME_NOTE = (
     "Triton's own counters over each run, per text request (entry = the Python model that takes the text: `radar_texts` "
     "behind the `radar` ensemble, or `radar` itself in runs from before that ensemble; its compute is that of the "
     "execution the text was in, which held the text until it was answered before the hand-off, and since then lasts "
-    "until its chunks fit the window of chunks in flight; classifier = `radar_classifier`, per execution). Stub I/O is "
-    "the Python backends' input+output copying.\n"
+    "until its chunks fit the window of chunks in flight; classifier = `radar_classifier`, per execution: from Triton's "
+    "batch statistics, or in runs from before they were read its request-level sum, which counts an execution once "
+    "per request in it). Stub I/O is the Python backends' input+output copying.\n"
 )
 
 
@@ -131,7 +134,8 @@ class Radar(Workload):
     def label(self, models: dict) -> str:
         """Classifier instances x threads, queue delay, batch cap, bucket count, entry instances x texts per execution
         and the classifier rounds it keeps in flight, ragged batches, graph, the table pricing merged lengths, queue
-        timeout, the classifier calls the entry keeps waiting where set."""
+        timeout, the classifier calls the entry keeps waiting where set, what of the PyTorch runner it turns off (ladder,
+        warm-up, CUDA graphs), the executions it traces."""
         clf, entry = models[self.workers], models.get(self.texts, {})
         radar = models.get(self.entry, {})
         buckets = radar.get("parameters", {}).get("bucket_count") or parameters(self.canonical(self.entry))["bucket_count"]
@@ -148,6 +152,8 @@ class Radar(Workload):
         )
         calls = entry.get("parameters", {}).get("call_threads")
         timeout += f" call-threads={calls}" if calls else ""
+        timeout += "".join(f" no-{name}" for key, name in RUNNER_PARTS if clf.get(key, True) in ([], False))
+        timeout += f" traced={clf['profile_executions']}" if clf.get("profile_executions") else ""
         return (
             f"{clf.get('instances', 1)}x{clf.get('threads', 1)} delay={clf.get('max_queue_delay_microseconds', 'src')}us{cap} "
             f"buckets={buckets} entry={entry.get('instances', 1)}x{texts} in-flight={rounds}{ragged}{graph}{timeout}"
