@@ -241,9 +241,12 @@ def test_a_spec_extends_another_key_by_key_and_a_suite_names_its_parts(tmp_path)
     child = load_spec(str(tmp_path / "child.json"))
     assert child["window"] == {"warmup_s": 1, "duration_s": 5} and child["model"] == "m"
     suite = load_spec("gpu-quick")
-    assert list(suite["suite"]) == ["radar", "resnet"] and suite["suite"]["radar"]["path"].endswith("gpu-quick.json#radar")
-    short = load_spec("gpu-short")  # `"resnet": null` leaves out the part it would extend
-    assert list(short["suite"]) == ["radar"] and short["suite"]["radar"]["goals"] == load_spec("gpu")["suite"]["radar"]["goals"]
+    assert list(suite["suite"]) == ["radar"] and suite["suite"]["radar"]["path"].endswith("gpu-quick.json#radar")
+    both = {"suite": {"radar": {"extends": "quick"}, "resnet": {"extends": "resnet-quick"}}}
+    (tmp_path / "both.json").write_text(json.dumps(both))
+    (tmp_path / "one.json").write_text(json.dumps({"extends": str(tmp_path / "both.json"), "suite": {"resnet": None}}))
+    one = load_spec(str(tmp_path / "one.json"))  # `"resnet": null` leaves out the part it would extend
+    assert list(one["suite"]) == ["radar"] and one["suite"]["radar"]["sweep"] == load_spec("quick")["sweep"]
 
 
 @pytest.mark.parametrize(
