@@ -183,25 +183,17 @@ def runner_section(results: dict, w: Workload) -> list[str]:
         f = runner_figures(r, w.workers) if r["family"] in KIT_FAMILIES else None
         if f is None:
             continue
-        gpu = r.get("gpu", {})
-        rows.append(
-            [
-                w.family_title(r["family"]),
-                with_graph(r["input"], r),
-                r["load"],
-                f"{gpu['util_mean_pct']:.0f}" if "util_mean_pct" in gpu else "-",
-                f"{f['runs_per_execution']:.2f}",
-                f"{f['rows_per_execution']:.1f}",
-                f"{f['padding']:.0%}",
-                f"{f['from_graphs']:.0%}",
-                unwarmed(f["unwarmed"]),
-                *(f"{f['stage_ms'][stage]:.2f}" for stage in ("tensors", "h2d", "forward", "d2h")),
-                " / ".join(f"{share:.0%}" for share in f["time"].values()) or "-",
-                held_by(f).split(":")[0],
-            ]
-        )
+        util = f"{r['gpu']['util_mean_pct']:.0f}" if "util_mean_pct" in r.get("gpu", {}) else "-"
+        per_execution = [f"{f['runs_per_execution']:.2f}", f"{f['rows_per_execution']:.1f}", f"{f['padding']:.0%}"]
+        per_execution += [f"{f['from_graphs']:.0%}", unwarmed(f["unwarmed"])]
+        stages = [f"{f['stage_ms'][stage]:.2f}" for stage in ("tensors", "h2d", "forward", "d2h")]
+        shares = " / ".join(f"{share:.0%}" for share in f["time"].values()) or "-"
+        where = [w.family_title(r["family"]), with_graph(r["input"], r), r["load"], util]
+        rows.append([*where, *per_execution, *stages, shares, held_by(f).split(":")[0]])
     if not rows:
         return []
+    headers = "target|input|load|GPU util %|runs / execution|ITEMs / execution|padding|from graphs|unwarmed runs|"
+    headers += "tensors ms|h2d ms|forward ms|d2h ms|waiting / forward / copies / stub|held by"
     out = [
         f"## The runner inside `{w.workers}`'s executions\n",
         "From the runner's own metrics on Triton's port (kit.adapters.runner_metrics), differenced over each window: runs "
@@ -209,26 +201,7 @@ def runner_section(results: dict, w: Workload) -> list[str]:
         "shapes the warm-up did not cover; each stage's mean ms per run (tensors built, copy to the device, forward pass, "
         "copy back, each synchronised); and the instances' time over the window: waiting for work / the forward pass / "
         "tensors and copies / the stub around the runner (Triton's compute per execution less the stages).\n",
-        *table(
-            [
-                "target",
-                "input",
-                "load",
-                "GPU util %",
-                "runs / execution",
-                f"{w.item}s / execution",
-                "padding",
-                "from graphs",
-                "unwarmed runs",
-                "tensors ms",
-                "h2d ms",
-                "forward ms",
-                "d2h ms",
-                "waiting / forward / copies / stub",
-                "held by",
-            ],
-            rows,
-        ),
+        *table(headers.replace("ITEM", w.item).split("|"), rows),
         "",
     ]
     warm = []

@@ -182,9 +182,7 @@ class Radar(Workload):
         elif "torch_model" in clf:
             runner = f"{model_dir.name}/{clf['torch_model']} ({clf['dtype']}, {clf['device']})"
             print(f"limit: the PyTorch runner on {runner}, eager and as the kit runs it", flush=True)
-            result = radar_limit.measure_torch(
-                model_dir, pipeline, texts, lim.get("chunks"), lim["batch_sizes"], kit_runner(clf), lim.get("passes", 1)
-            )
+            result = radar_limit.measure_torch(model_dir, pipeline, texts, lim, kit_runner(clf))
         else:
             graph = clf["onnx_model"]
             print(f"limit: offline ONNX Runtime on {model_dir.name}/{graph}", flush=True)

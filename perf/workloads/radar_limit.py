@@ -175,20 +175,12 @@ def torch_limits(model_dir: Path, rows: Rows, batch_sizes: list[int], runner: di
     return layouts, facts
 
 
-def measure_torch(
-    model_dir: Path,
-    pipeline: TextPipeline,
-    texts: list[str],
-    chunks: int | None,
-    batch_sizes: list[int],
-    runner: dict,
-    passes: int,
-) -> dict:
-    """Chunks/s of the PyTorch runner on the folder's checkpoint, eager and as the kit runs it (torch_limits), and the
-    FLOPs per chunk of these chunks."""
+def measure_torch(model_dir: Path, pipeline: TextPipeline, texts: list[str], limit: dict, runner: dict) -> dict:
+    """Chunks/s of the PyTorch runner on the folder's checkpoint over the first `chunks` chunks of the spec's `limit`,
+    eager and as the kit runs it (torch_limits), and the FLOPs per chunk of these chunks."""
     every_row = chunk_rows(pipeline, texts)
-    rows = every_row[:chunks]
-    layouts, warmup = in_child(torch_limits, model_dir, rows, batch_sizes, runner, passes)
+    rows = every_row[: limit.get("chunks")]
+    layouts, warmup = in_child(torch_limits, model_dir, rows, limit["batch_sizes"], runner, limit.get("passes", 1))
     config = json.loads((model_dir / "checkpoint" / "config.json").read_text())
     lengths = [len(ids) for ids, _ in rows]
     facts = {"flops_per_chunk": flops_per_chunk(config, lengths), "mean_tokens": sum(lengths) / len(lengths)}
