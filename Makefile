@@ -273,9 +273,10 @@ perf-ocr-rendered: $(VENV)/serve/.installed $(OCR_ONNX) system-deps ## OCR serve
 
 # The GPU run (docs/GPU.md): one device call runs `bash deploy/gpu_host/run.sh` on the GPU host with the carry that
 # gpu-carry builds in .gpu/ (ignored): the perf spec `gpu` on the engine. gpu-dry-run runs the same script and code
-# on this CPU (the spec `gpu-quick`, tiny models, the PyTorch runner in FP32), and fails when any step failed or was
-# skipped: `make test` runs it, so that the GPU path cannot rot between the rare runs on a GPU host. .venv/gpu stands
-# for the host's Python: the `gpu` extra's packages, without the kit installed and without what the carry brings.
+# on this CPU (the spec `gpu-quick`: the first call's targets, steps and goals on tiny models, the PyTorch runner in
+# FP32), and fails when any step failed or was skipped or no profiler trace came back: `make test` runs it, so that
+# the GPU path cannot rot between the rare runs on a GPU host. .venv/gpu stands for the host's Python: the `gpu`
+# extra's packages, without the kit installed and without what the carry brings.
 GPU_PYTHON_VERSION ?= 3.12
 GPU_CARRY := .gpu
 GPU_DRY := build/gpu-dry-run
@@ -287,11 +288,12 @@ LOCAL_PYTHON_VERSION = $(shell $(PYTHON) -c 'import sys; print(f"{sys.version_in
 gpu-carry: ## the GPU host's carry in .gpu/: tritonserver repacked and the wheels it lacks (GPU_PYTHON_VERSION); prints its size
 	$(PYTHON) -m deploy.gpu_host.carry --python $(GPU_PYTHON_VERSION) --out $(GPU_CARRY)
 
-gpu-dry-run: $(VENV)/gpu/.installed ## deploy/gpu_host/run.sh on this CPU: the gpu-quick spec, tiny models in FP32 (a few minutes) -> build/gpu-dry-run/
+gpu-dry-run: $(VENV)/gpu/.installed ## deploy/gpu_host/run.sh on this CPU: the first GPU call on tiny models in FP32 (a few minutes) -> build/gpu-dry-run/
 	$(PYTHON) -m deploy.gpu_host.carry --python $(LOCAL_PYTHON_VERSION) --out $(GPU_DRY)-carry
 	rm -rf $(GPU_DRY)
 	GPU_PYTHON=$(VENV)/gpu/bin/python GPU_CARRY=$(GPU_DRY)-carry GPU_WORK=$(GPU_DRY)-work GPU_SPEC=gpu-quick GPU_DEVICE=cpu \
 		GPU_BUDGET_S=900 OUT=$(GPU_DRY) bash deploy/gpu_host/run.sh
+	tar -tzf $(GPU_DRY)/results.tar.gz | grep -q 'trace\.json\.gz$$' || { echo "gpu-dry-run: no profiler trace came back" >&2; exit 1; }
 
 $(VENV)/gpu/.installed: pyproject.toml requirements/gpu.lock
 	rm -rf $(VENV)/gpu && $(PYTHON) -m venv $(VENV)/gpu

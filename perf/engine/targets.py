@@ -36,6 +36,10 @@ from perf.engine.workload import Baseline, Workload
 from perf.sim.device import COUNTERS_ENV, busy_seconds
 
 CORES = os.cpu_count() or 1
+# The PyTorch runner's metrics on Triton's port (kit.adapters.runner_metrics): counters and the histogram's sums and
+# counts, differenced over each point; the warm-up's gauges, read once a target has started.
+RUNNER_COUNTERS = ("kit_runner_stage_seconds_sum", "kit_runner_stage_seconds_count", "kit_runner_runs_", "kit_runner_rows_")
+RUNNER_WARM_UP = "kit_runner_warmup"
 
 
 def merged(base: dict, override: dict) -> dict:
@@ -184,18 +188,24 @@ class KitTarget:
                 "inferences": int(model.get("inference_count", 0)),
                 "executions": int(model.get("execution_count", 0)),
                 **{k: int(s[k].get("ns", 0)) for k in ("queue", "compute_input", "compute_infer", "compute_output")},
+                # Per execution (batch_stats): the request-level figures above count an execution once per request in it.
+                "execution_compute_infer": sum(int(b["compute_infer"].get("ns", 0)) for b in model.get("batch_stats", [])),
             }
         return out
 
     def counters(self) -> dict[str, dict]:
-        """Triton's statistics per model, the workload's Prometheus counters by `name{labels}`, a simulated device's."""
-        return {"triton": self.statistics(), "metrics": self.metrics(), "device": device_counters(self.workdir)}
+        """Triton's statistics per model, the workload's and the runners' Prometheus counters by `name{labels}`, a
+        simulated device's."""
+        metrics = self.metrics((*self.workload.metric_prefixes, *RUNNER_COUNTERS))
+        return {"triton": self.statistics(), "metrics": metrics, "device": device_counters(self.workdir)}
 
-    def metrics(self) -> dict[str, float]:
-        if not self.workload.metric_prefixes:
-            return {}
+    def warm_up(self) -> dict[str, float]:
+        """What the runners' warm-up did, by `name{labels}` (read once started: they warm before they are ready)."""
+        return self.metrics((RUNNER_WARM_UP,))
+
+    def metrics(self, prefixes: tuple[str, ...]) -> dict[str, float]:
         text = urllib.request.urlopen(self.server.options.metrics_url, timeout=5).read().decode()
-        names = "|".join(re.escape(p) for p in self.workload.metric_prefixes)
+        names = "|".join(re.escape(p) for p in prefixes)
         return {
             f"{n}{{{labels}}}": float(v) for n, labels, v in re.findall(rf"^((?:{names})\w*)\{{([^}}]*)\}} (\S+)$", text, re.M)
         }
@@ -375,7 +385,14 @@ class HttpTarget:
             self.process.wait()
 
 
-FAMILIES = {"kit": KitTarget, "door": DoorTarget}
+class ControlTarget(KitTarget):
+    """A kit variant measured as the control of an experiment (the kit without its runner's ladder, warm-up and CUDA
+    graphs, say): its own family, so that the kit's targets are judged on the kit's own settings alone."""
+
+    family = "control"
+
+
+FAMILIES = {"kit": KitTarget, "door": DoorTarget, "control": ControlTarget}
 
 
 def make_target(workload: Workload, family: str, setting: dict, model_dir: Path, work: Path) -> KitTarget | HttpTarget:

@@ -20,10 +20,11 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 
 from kit.adapters.artifacts import text_pipeline
-from kit.adapters.settings import TextSettings
+from kit.adapters.settings import TextSettings, TorchRunnerSettings
 from kit.control.configs import parameters, template
 from kit.control.profiles import load_profile
 from kit.pipelines.text.pipeline import TextPipeline
+from perf.baselines.radar_model import TORCH_SHAPES
 from perf.engine.inputs import InputSet, bytes_tensor, input_set
 from perf.engine.load import tensor
 from perf.engine.tables import kit_time_table, sec, table
@@ -33,8 +34,18 @@ from perf.sim.device import SIM
 from perf.workloads import radar_limit
 from samples.texts import sample_texts
 
+# What of the PyTorch runner a kit variant may turn off, by its profile key, as its label names it.
+RUNNER_PARTS = (("batch_ladder", "ladder"), ("warm_up", "warm-up"), ("cuda_graphs", "graphs"))
 # One request of the accuracy check: a hung server fails the check, not the run.
 ACCURACY_TIMEOUT_S = 60.0
+
+
+def kit_runner(classifier: dict[str, str]) -> dict:
+    """The PyTorch runner as a kit variant's classifier runs it (its parameters): precision, device, ladder, the
+    lengths it warms, CUDA graphs."""
+    r = TorchRunnerSettings.from_parameters(classifier)
+    lengths = r.warm_lengths if r.warm_up else ()
+    return {"dtype": r.dtype, "device": r.device, "ladder": r.batch_ladder, "lengths": lengths, "graphs": r.cuda_graphs}
 
 
 def radar_inputs(out_dir: Path, spec_input: dict, pipeline: TextPipeline) -> InputSet:
@@ -57,7 +68,7 @@ def per_text(texts: str, classifier: str, entry: str, row: dict) -> list[str]:
         ms(entry["queue"], entry["requests"]),
         ms(entry["compute_infer"], entry["requests"]),
         ms(clf["queue"], clf["requests"]),
-        ms(clf["compute_infer"], clf["executions"]),
+        ms(clf.get("execution_compute_infer") or clf["compute_infer"], clf["executions"]),
         f"{clf['inferences'] / clf['executions']:.1f}",
         ms(entry["compute_input"] + entry["compute_output"] + clf["compute_input"] + clf["compute_output"], entry["requests"]),
     ]
@@ -67,8 +78,9 @@ TIME_NOTE = (
     "Triton's own counters over each run, per text request (entry = the Python model that takes the text: `radar_texts` "
     "behind the `radar` ensemble, or `radar` itself in runs from before that ensemble; its compute is that of the "
     "execution the text was in, which held the text until it was answered before the hand-off, and since then lasts "
-    "until its chunks fit the window of chunks in flight; classifier = `radar_classifier`, per execution). Stub I/O is "
-    "the Python backends' input+output copying.\n"
+    "until its chunks fit the window of chunks in flight; classifier = `radar_classifier`, per execution: from Triton's "
+    "batch statistics, or in runs from before they were read its request-level sum, which counts an execution once "
+    "per request in it). Stub I/O is the Python backends' input+output copying.\n"
 )
 
 
@@ -120,7 +132,8 @@ class Radar(Workload):
     def label(self, models: dict) -> str:
         """Classifier instances x threads, queue delay, batch cap, bucket count, entry instances x texts per execution
         and the classifier rounds it keeps in flight, ragged batches, graph, the table pricing merged lengths, queue
-        timeout, the classifier calls the entry keeps waiting where set."""
+        timeout, the classifier calls the entry keeps waiting where set, what of the PyTorch runner it turns off (ladder,
+        warm-up, CUDA graphs), the executions it traces."""
         clf, entry = models[self.workers], models.get(self.texts, {})
         radar = models.get(self.entry, {})
         buckets = radar.get("parameters", {}).get("bucket_count") or radar.get("served", {}).get("bucket_count")
@@ -136,6 +149,8 @@ class Radar(Workload):
         )
         calls = entry.get("parameters", {}).get("call_threads")
         timeout += f" call-threads={calls}" if calls else ""
+        timeout += "".join(f" no-{name}" for key, name in RUNNER_PARTS if clf.get(key, True) in ([], False))
+        timeout += f" traced={clf['profile_executions']}" if clf.get("profile_executions") else ""
         return (
             f"{clf.get('instances', 1)}x{clf.get('threads', 1)} delay={clf.get('max_queue_delay_microseconds', 'src')}us{cap} "
             f"buckets={buckets} entry={entry.get('instances', 1)}x{texts} in-flight={rounds}{ragged}{graph}{timeout}"
@@ -165,10 +180,8 @@ class Radar(Workload):
             )
         elif "torch_model" in clf:
             runner = f"{model_dir.name}/{clf['torch_model']} ({clf['dtype']}, {clf['device']})"
-            print(f"limit: the PyTorch runner on {runner}", flush=True)
-            result = radar_limit.measure_torch(
-                model_dir, pipeline, texts, lim.get("chunks"), lim["batch_sizes"], clf["dtype"], clf["device"]
-            )
+            print(f"limit: the PyTorch runner on {runner}, eager and as the kit runs it", flush=True)
+            result = radar_limit.measure_torch(model_dir, pipeline, texts, lim, kit_runner(clf))
         else:
             graph = clf["onnx_model"]
             print(f"limit: offline ONNX Runtime on {model_dir.name}/{graph}", flush=True)
@@ -197,6 +210,12 @@ class Radar(Workload):
             env |= {"RADAR_RUNNER": "torch", "RADAR_TORCH_DTYPE": clf["dtype"], "RADAR_TORCH_DEVICE": clf["device"]}
         else:
             env["RADAR_GRAPH"] = clf["onnx_model"]
+        if setting.get("runner") == "kit":  # the kit classifier's ladder, warm-up and CUDA graphs
+            if family != "batcher" or "torch_model" not in clf:
+                raise ValueError(f"{family}: runner kit is the PyTorch runner of a design that runs one batch at a time")
+            runner = kit_runner(clf)
+            env |= {"RADAR_TORCH_GRAPHS": str(int(runner["graphs"]))}
+            env |= {name: ",".join(map(str, runner[key])) for name, key in zip(TORCH_SHAPES, ("ladder", "lengths"))}
         if family == "batcher":
             env |= {"BATCH_SIZE_MAX": str(setting["batch_size_max"]), "BATCH_TIMEOUT": str(setting["batch_timeout_ms"] / 1000)}
         return env
@@ -241,7 +260,7 @@ class Radar(Workload):
     def sections(self, results: dict, out_dir: Path) -> list[str]:
         tune = out_dir / "tune.json"
         return (
-            (limit_section(results["limit"]) if results.get("limit") else [])
+            (limit_section(results["limit"], ceiling=results["spec"]["limit"].get("ceiling")) if results.get("limit") else [])
             + self.time_section(results)
             + (tune_section(json.loads(tune.read_text())) if tune.is_file() else [])
         )
@@ -257,9 +276,10 @@ TIME_HEADERS = [
 ]
 
 
-def limit_section(lim: dict, name: str = "") -> list[str]:
+def limit_section(lim: dict, name: str = "", ceiling: dict | None = None) -> list[str]:
     """The limit's layouts and its best, and the operators ONNX Runtime ran where counted; `name`: the graph's,
-    in a run over several."""
+    in a run over several; where FLOPs per chunk were counted, the best against the spec's `ceiling` (a device's peak
+    {"tflops", "of"})."""
     levels = any("level" in r for r in lim["layouts"])
     rows = [
         [r["layout"], *([r["level"]] if levels else []), r["batch"], f"{r['chunks_per_s']:.2f}", f"{r['chunks_per_cpu_s']:.2f}"]
@@ -277,7 +297,32 @@ def limit_section(lim: dict, name: str = "") -> list[str]:
     for level, ops in lim.get("operators_run", {}).items():
         top = ", ".join(f"{op} {n}" for op, n in list(ops.items())[:8])
         out.append(f"Operators ONNX Runtime runs at level {level}: {sum(ops.values())} nodes ({top}, ...).\n")
-    return out
+    return out + (ceiling_lines(lim, ceiling) if "flops_per_chunk" in lim else [])
+
+
+def ceiling_lines(lim: dict, ceiling: dict | None) -> list[str]:
+    """The PyTorch limit's two ways side by side, the kit's warm-up in it, and the best limit in FLOP/s (arithmetic:
+    FLOPs per chunk from the model's config at the chunks' padded lengths) against a device's peak (a datasheet's)."""
+    best, flops, out = lim["best"]["chunks_per_s"], lim["flops_per_chunk"], []
+    eager = {r["batch"]: r["chunks_per_s"] for r in lim["layouts"] if r.get("way") == "eager"}
+    if eager:
+        gains = ", ".join(f"{best / rate:.2f} x eager at batch {b} ({rate:.0f} chunks/s)" for b, rate in eager.items())
+        out.append(f"The best is {gains}.")
+    if lim.get("warmup"):
+        w = lim["warmup"]
+        memory = f" ({w['graph_bytes'] / 2**20:.0f} MiB of a {w['budget_bytes'] / 2**20:.0f} MiB budget)" if w["graphs"] else ""
+        out.append(f"The kit's way warmed {w['shapes']} shapes in {w['seconds']:.1f} s, {w['graphs']} as CUDA graphs{memory}.")
+    out.append(
+        f"A chunk costs {flops / 1e9:.1f} GFLOP on average (counted, not measured: the model's config at these chunks' "
+        f"padded lengths, {lim['mean_tokens']:.0f} tokens on average), so the best limit does {best * flops / 1e12:.1f} TFLOP/s."
+    )
+    if ceiling:
+        top = ceiling["tflops"] * 1e12 / flops
+        out.append(
+            f"Against {ceiling['of']}, {ceiling['tflops']:g} TFLOP/s (a datasheet's figure), these chunks could run at "
+            f"{top:,.0f} chunks/s: the best limit is {best / top:.0%} of that ceiling."
+        )
+    return [" ".join(out), ""]
 
 
 def tune_section(tune: dict) -> list[str]:
