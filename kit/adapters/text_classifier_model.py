@@ -7,7 +7,8 @@ together; each text is answered as soon as the last request holding one of its c
 
 Its config's outputs say what a text's answer holds: `SCORE` and `CHUNK_SCORES` [-1], one label's probability
 (RADAR's AI-generated label), `SCORES` [labels] and `CHUNK_SCORES` [-1, labels], every label's, or `EMBEDDING`
-[dimensions] and `CHUNK_EMBEDDINGS` [-1, dimensions], an encoder's (a feature-extraction spec's).
+[dimensions] and `CHUNK_EMBEDDINGS` [-1, dimensions], an encoder's (a feature-extraction spec's); and `TOKENS` [1], the
+tokens its chunks took.
 
 `execute` hands the batch to a loop of its own and returns once its chunks fit the window of chunks in flight
 (kit.adapters.handoff), so the instance takes its next batch while this one's answers are on their way: how many
@@ -50,7 +51,7 @@ class TritonPythonModel:
             scores = {"SCORE": np.array([result.score], dtype=np.float32), "CHUNK_SCORES": result.chunk_scores}
         else:
             scores = {text: result.values, chunks: result.chunk_values}
-        return scores | {"CHUNK_SPANS": result.spans}
+        return scores | {"CHUNK_SPANS": result.spans, "TOKENS": np.array([result.tokens], dtype=np.int32)}
 
     async def classify(self, replies: Replies, kept: list[int], plan, held: int, trace) -> None:
         scores = self.pipeline.scores(plan)

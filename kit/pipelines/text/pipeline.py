@@ -42,23 +42,26 @@ class TextPlan:
 
 @dataclass
 class BatchPlan:
-    """Several texts' chunks: each text's spans, the (text, chunk) each row is, and classifier requests that
-    mix texts."""
+    """Several texts' chunks: each text's spans, the (text, chunk) each row is, classifier requests that mix
+    texts, and each text's token count over its chunks."""
 
     spans: list[list[tuple[int, int]]]
     owners: list[tuple[int, int]]
     groups: list[ChunkGroup]
+    tokens: list[int]
 
 
 @dataclass
 class Result:
     """A text's value (each label's probability, or its embedding) aggregated over its chunks, each chunk's, and the
-    chunks' spans; `score` and `chunk_scores` are the columns of one label (RADAR's AI-generated one)."""
+    chunks' spans; `score` and `chunk_scores` are the columns of one label (RADAR's AI-generated one). `tokens`: the
+    tokens the model read for the text, its chunks' together, special tokens included (what an API bills as usage)."""
 
     values: np.ndarray
     chunk_values: np.ndarray
     spans: np.ndarray
     label: int = 0
+    tokens: int = 0
 
     @property
     def score(self) -> float:
@@ -127,7 +130,8 @@ class TextPipeline:
         scores = np.zeros((len(plan.spans), logits[0].shape[-1]), dtype=np.float32)
         for group, group_logits in zip(plan.groups, logits):
             scores[group.indices] = self.head.chunks(group_logits)
-        return result_of(scores, plan.spans, self.ai_label_index, self.head)
+        tokens = sum(int(group.attention_mask.sum()) for group in plan.groups)
+        return result_of(scores, plan.spans, self.ai_label_index, self.head, tokens)
 
     def plan_many(self, texts: Sequence[str]) -> BatchPlan:
         """Many texts' chunks, tokenized in one call and merged across texts into classifier requests: one per
@@ -145,7 +149,8 @@ class TextPipeline:
             ids.append(chunk_ids)
         owners = [(t, c) for t, text_ids in enumerate(ids) for c in range(len(text_ids))]
         flat = [chunk for text_ids in ids for chunk in text_ids]
-        return BatchPlan(spans, owners, self.groups(flat))
+        tokens = [sum(len(chunk) for chunk in text_ids) for text_ids in ids]
+        return BatchPlan(spans, owners, self.groups(flat), tokens)
 
     def groups(self, ids: Sequence[Sequence[int]]) -> list[ChunkGroup]:
         """Chunks by length bucket, padded, at most `max_batch` to a group; `indices` are positions in `ids`."""
@@ -196,12 +201,12 @@ class BatchScores:
 
     def result(self, text: int) -> Result:
         chunks = self.values[self.starts[text] : self.starts[text + 1]]
-        return result_of(chunks, self.plan.spans[text], self.ai_label_index, self.head)
+        return result_of(chunks, self.plan.spans[text], self.ai_label_index, self.head, self.plan.tokens[text])
 
 
-def result_of(scores: np.ndarray, spans: list[tuple[int, int]], label: int, head: Head) -> Result:
+def result_of(scores: np.ndarray, spans: list[tuple[int, int]], label: int, head: Head, tokens: int) -> Result:
     spans_array = np.asarray(spans, dtype=np.int32).reshape(-1, 2)
-    return Result(head.text(scores, spans), scores, spans_array, label)
+    return Result(head.text(scores, spans), scores, spans_array, label, tokens)
 
 
 def chunk_text(tokenizer: Tokenizer, text: str, max_chars: int, max_tokens: int) -> tuple[list[tuple[int, int]], list[list[int]]]:
