@@ -126,7 +126,7 @@ def create_app(contract: Contract, settings: DoorSettings, upstream: Upstream | 
             CORSMiddleware,
             allow_origins=list(settings.cors_origins),
             allow_methods=["GET", "POST"],
-            allow_headers=["Content-Type", "X-API-Key", "X-Request-ID"],
+            allow_headers=["Content-Type", "X-API-Key", "Authorization", "X-Request-ID"],
             expose_headers=["X-Request-ID", "Retry-After"],
         )
     app.add_middleware(Observe, metrics=metrics)
