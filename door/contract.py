@@ -54,7 +54,7 @@ CHUNKS = ("CHUNK_SCORES", "CHUNK_SPANS")
 ANSWERS = {
     "text-score": Spec(TEXT, ("SCORE", *CHUNKS)),
     "text-labels": Spec(TEXT, ("SCORES", *CHUNKS)),
-    "text-embedding": Spec(TEXT, ("EMBEDDING", "CHUNK_EMBEDDINGS", "CHUNK_SPANS")),
+    "text-embedding": Spec(TEXT, ("EMBEDDING", "CHUNK_EMBEDDINGS", "CHUNK_SPANS", "TOKENS")),
     "image-labels": Spec(IMAGE, ("SCORES",)),
     "image-lines": Spec(IMAGE, ("TEXTS", "SCORES", "BOXES")),
     "image-document": Spec(IMAGE, ("RESULT",)),

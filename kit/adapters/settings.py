@@ -104,7 +104,7 @@ class TextSettings(Settings):
     classifier request. `max_chars` 0 chunks by the model's token limit alone. What the models ignore reaches the
     front door through the served config: `canary` (the export's golden set as JSON, derived from the file
     `canary_from` names, kit.control.canary) and a spec's `labels` (the label names, a JSON list in the
-    classifier's column order)."""
+    classifier's column order), and an encoder's `pooling` (mean or cls, as its export pools)."""
 
     classifier: str
     max_chars: int
@@ -115,6 +115,7 @@ class TextSettings(Settings):
     canary_from: str = ""
     canary: str = ""
     labels: str = ""
+    pooling: str = ""
 
     def __post_init__(self) -> None:
         if self.max_chars < 0:

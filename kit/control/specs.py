@@ -28,6 +28,8 @@ from kit.pipelines.batching.merge import POLICIES as MERGE_POLICIES
 MODELS = REPO_ROOT / "models"
 NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 ROUTE = re.compile(r"^/v1/[a-z0-9][a-z0-9_/-]*$")
+# The door's own routes of OpenAI's API (door.openai_api): no spec's route may take one.
+DOOR_OWN_ROUTES = ("/v1/embeddings", "/v1/models", "/v1/rerank")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # a Hugging Face hub id, as `organisation/model`
 # Tasks whose source is a checkpoint folder or a hub id, not a file.
 CHECKPOINT_TASKS = ("text-classification", "feature-extraction", "image-classification")
@@ -251,6 +253,8 @@ def check_values(spec: ModelSpec) -> None:
         raise spec.error("door_schema", f"names {spec.schema_path}, which is not a file", "point it at a JSON Schema file")
     if not ROUTE.match(spec.door_route):
         raise spec.error("route", f"is {spec.door_route!r}", "the door's paths look like /v1/my-model")
+    if spec.door_route in DOOR_OWN_ROUTES:
+        raise spec.error("route", f"is {spec.door_route}, a route of OpenAI's API on the door", "give the spec a `route`")
 
 
 def read_specs(folder: Path = MODELS, shipped: bool = False) -> dict[str, ModelSpec]:

@@ -184,6 +184,8 @@ def text_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]
     else:
         if label_names:
             set_parameter(entry, "labels", json.dumps(label_names, ensure_ascii=False))
+        if spec.task == FEATURE_EXTRACTION:  # what the door tells a TEI client (door.tei_api)
+            set_parameter(entry, "pooling", meta["pooling"])
         answer_outputs(entry, spec.task, count)
     step = entry.ensemble_scheduling.step[0]
     step.model_name = model["texts"]

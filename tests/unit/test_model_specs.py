@@ -61,6 +61,7 @@ IMAGE = 'task = "image-classification"\nsource = "../labelled"\n'
         (GOOD + "instances = 0\n", "instances", "at least one instance"),
         (GOOD + "queue_timeout_seconds = 0\n", "queue_timeout_seconds", "not positive"),
         (GOOD + 'route = "/scores"\n', "route", "/v1/my-model"),
+        (GOOD + 'route = "/v1/embeddings"\n', "route", "a route of OpenAI's API on the door"),
         ('task = "onnx"\nsource = "../fixed.onnx"\n', "max_batch_size", "no dynamic first axis"),
         (GOOD + "max_chars = 300\n", "max_chars", "is not a key of the onnx task"),
         ('task = "text-classification"\nsource = "../mlp.onnx"\n', "source", "not a checkpoint folder"),
