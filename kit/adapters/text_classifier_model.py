@@ -14,14 +14,13 @@ tokens its chunks took.
 (kit.adapters.handoff), so the instance takes its next batch while this one's answers are on their way: how many
 texts are in flight follows from what the classifier takes (`chunks_in_flight`), not from instances x batch."""
 
-import asyncio
-
 import numpy as np
 
 from kit.adapters.artifacts import text_pipeline
+from kit.adapters.grouped_calls import answer_groups, hand_off
 from kit.adapters.handoff import Background, Window
 from kit.adapters.settings import TextsSettings, model_settings
-from kit.adapters.triton import ModelCallError, Replies, infer, input_array
+from kit.adapters.triton import Replies, infer, input_array
 from kit.pipelines.text.pipeline import Result, decode_request_text
 
 DRAIN_S = 60.0  # at unload, how long the texts in flight may take to be answered
@@ -54,41 +53,18 @@ class TritonPythonModel:
         return scores | {"CHUNK_SPANS": result.spans, "TOKENS": np.array([result.tokens], dtype=np.int32)}
 
     async def classify(self, replies: Replies, kept: list[int], plan, held: int, trace) -> None:
-        scores = self.pipeline.scores(plan)
-
-        async def send(number, group):
+        async def call(group):
             inputs = {"input_ids": group.input_ids, "attention_mask": group.attention_mask}
-            try:
-                (logits,) = await infer(self.settings.classifier, inputs, [self.pipeline.output], trace, self.version)
-            except ModelCallError as exc:
-                for text in scores.texts_of(number):
-                    replies.fail(kept[text], exc)
-                return
-            for text in scores.add(number, logits):
-                replies.answer(kept[text], self.outputs(scores.result(text)))
+            (logits,) = await infer(self.settings.classifier, inputs, [self.pipeline.output], trace, self.version)
+            return logits
 
-        try:
-            await asyncio.gather(*(send(number, group) for number, group in enumerate(plan.groups)))
-        except Exception as exc:  # a bug fails the batch's unanswered texts, not the stub
-            replies.close(exc)
-        finally:
-            replies.close()
-            self.window.release(held)
+        await answer_groups(replies, kept, plan, self.pipeline.scores(plan), call, self.outputs, self.window, held)
 
     def execute(self, requests):
-        replies = Replies(requests, self.entry)
-        try:
-            kept, texts = replies.checked(self.text, requests)
-            if not texts:
-                return None
-            plan = self.pipeline.plan_many(texts)
-            held = self.window.acquire(len(plan.owners))
-        except Exception as exc:  # a bug fails the batch, not the stub
-            replies.close(exc)
-            return None
-        # The first text's trace goes with the chunks, so Triton's request traces show the classifier's work.
-        self.background.submit(self.classify(replies, kept, plan, held, requests[kept[0]].trace()))
-        return None
+        hand_off(requests, self.entry, self.text, self.pipeline.plan_many, self.window, self.background_classify)
+
+    def background_classify(self, *work) -> None:
+        self.background.submit(self.classify(*work))
 
     def finalize(self):
         self.window.drain(DRAIN_S)
