@@ -59,6 +59,7 @@ ANSWERS = {
     "image-lines": Spec(IMAGE, ("TEXTS", "SCORES", "BOXES")),
     "image-document": Spec(IMAGE, ("RESULT",)),
     "pixels-classes": Spec({"INPUT": ("TYPE_FP32", (ANY, -1, -1))}, ("PROBS",)),
+    "text-ranking": Spec({"QUERY": ("TYPE_STRING", (1,)), "DOCUMENT": ("TYPE_STRING", (1,))}, ("SCORE", *CHUNKS, "TOKENS")),
 }
 LABELLED = ("text-labels", "image-labels")  # answers by the label names in the config's `labels`
 

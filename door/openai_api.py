@@ -2,6 +2,8 @@
 that speaks it (OpenAI's own, or one written for vLLM, TEI or Infinity) switches to the kit by its base URL.
 
     POST /v1/embeddings  {"model": NAME, "input": "text" | ["text", ...], "encoding_format": "float" | "base64"}
+    POST /v1/rerank      {"model": NAME, "query": "text", "documents": ["text", ...], "top_n": N}, for every cross-encoder
+                         (a text-ranking spec's), as vLLM, Infinity and Jina answer it
     GET  /v1/models      every model the door serves
 
 The answer is OpenAI's (`data` in input order, `usage` in the model's own tokens: every chunk's, special tokens
@@ -24,12 +26,13 @@ from door import schemas
 from door.contract import Contract
 from door.keys import KeyCheck
 from door.openapi import problem_responses
-from door.routes import ENVELOPE, JSON, JSON_ESCAPE, body_of, infer_texts, json_body, parse, request_body
+from door.routes import ENVELOPE, JSON, JSON_ESCAPE, body_of, infer_pairs, infer_texts, json_body, parse, request_body
 from door.settings import DoorSettings
 from door.upstream import Upstream
 
 OWNER = "triton-kit"
 EMBEDDING = "text-embedding"  # the door answer (kit.control.specs.DOOR_ANSWERS) of a text encoder's entry
+RANKING = "text-ranking"  # and of a cross-encoder's
 
 
 class ErrorDetail(BaseModel):
@@ -63,6 +66,27 @@ class EmbeddingsResult(BaseModel):
     usage: Usage
 
 
+class RerankDocument(BaseModel):
+    text: str
+
+
+class Reranked(BaseModel):
+    index: int = Field(description="the document's place in `documents`")
+    relevance_score: float = Field(description="its relevance to the query, 0 to 1: its chunks' best (or mean)")
+    document: RerankDocument | None = Field(None, description="the document, where return_documents")
+
+
+class RerankUsage(BaseModel):
+    total_tokens: int = Field(description="the model's tokens over every chunk pair it read")
+
+
+class RerankResult(BaseModel):
+    id: str
+    model: str
+    usage: RerankUsage
+    results: list[Reranked] = Field(description="the documents, most relevant first; the top_n of them")
+
+
 class ModelCard(BaseModel):
     id: str
     object: Literal["model"]
@@ -91,6 +115,20 @@ def embeddings_request(models: tuple[str, ...], max_text_bytes: int, max_texts: 
     return EmbeddingsRequest
 
 
+def rerank_request(models: tuple[str, ...], max_text_bytes: int, max_texts: int) -> type[BaseModel]:
+    """The rerank request of vLLM, Infinity and Jina: a served cross-encoder's name, a query and its documents."""
+    Item = schemas.text_type(max_text_bytes)  # noqa: N806 (a type)
+
+    class RerankRequest(schemas.Strict):
+        model: Literal[models] = Field(description=f"a served cross-encoder: {', '.join(models)}")  # type: ignore[valid-type]
+        query: Item = Field(description="the query, read whole beside each chunk of each document")
+        documents: list[Item] = Field(min_length=1, max_length=max_texts, description=f"1 to {max_texts} documents")
+        top_n: int | None = Field(None, ge=1, description="answer the N most relevant (default: every document)")
+        return_documents: bool = Field(True, description="each result carries its document's text")
+
+    return RerankRequest
+
+
 def encoded(vector: np.ndarray, encoding_format: str) -> list[float] | str:
     if encoding_format == "base64":
         return base64.b64encode(np.ascontiguousarray(vector, dtype="<f4").tobytes()).decode("ascii")
@@ -112,6 +150,7 @@ def openai_router(contract: Contract, settings: DoorSettings, upstream: Upstream
         """Every model the door serves, as OpenAI lists models."""
         return {"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": OWNER} for name in names]}
 
+    add_rerank(router, contract, settings, upstream, caps)
     encoders = tuple(name for name, served in contract.models.items() if served.answer == EMBEDDING)
     if not encoders:
         return router
@@ -139,3 +178,32 @@ def openai_router(contract: Contract, settings: DoorSettings, upstream: Upstream
         openapi_extra=request_body(json_body(schema)),
     )
     return router
+
+
+def add_rerank(router: APIRouter, contract: Contract, settings: DoorSettings, upstream: Upstream, caps: dict[str, int]) -> None:
+    """POST /v1/rerank, where the door serves a cross-encoder."""
+    rankers = tuple(name for name, served in contract.models.items() if served.answer == RANKING)
+    if not rankers:
+        return
+    limits = {name: contract[name].settings.max_text_bytes for name in rankers}
+    schema = rerank_request(rankers, max(limits.values()), settings.max_texts)
+    caps["/v1/rerank"] = JSON_ESCAPE * max(limits.values()) + ENVELOPE
+
+    async def rerank(request: Request) -> dict:
+        body = parse(schema, await body_of(request, JSON))
+        rid = request.state.request_id
+        outcomes = await infer_pairs(upstream, body.model, body.query, body.documents, limits[body.model], rid)
+        scores = [float(outputs["SCORE"].reshape(-1)[0]) for outputs in outcomes]
+        best = sorted(range(len(scores)), key=lambda i: -scores[i])[: body.top_n]
+        results = [
+            {"index": i, "relevance_score": scores[i]}
+            | ({"document": {"text": body.documents[i]}} if body.return_documents else {})
+            for i in best
+        ]
+        tokens = sum(int(outputs["TOKENS"].reshape(-1)[0]) for outputs in outcomes)
+        return {"id": rid, "model": body.model, "usage": {"total_tokens": tokens}, "results": results}
+
+    rerank.__doc__ = f"The documents by their relevance to the query, by a served cross-encoder ({', '.join(rankers)})."
+    router.add_api_route(
+        "/v1/rerank", rerank, methods=["POST"], response_model=RerankResult, openapi_extra=request_body(json_body(schema))
+    )

@@ -46,6 +46,7 @@ DESCRIPTIONS = {
     "image-document": "{model}: the document the model reads from an image.",
     "pixels-classes": "{model}: class probabilities of one normalised image of any size.",
     "tensors": "{model}, as its spec serves it: every input and output by the model's tensor names.",
+    "text-ranking": "{model}: each document's relevance to a query, and each chunk's it was cut into beside the query.",
 }
 
 
@@ -112,6 +113,8 @@ class Routes:
             self.add_image_route(model, document_result, None, doc, served.schema)
         elif served.answer == "pixels-classes":
             self.add_pixels_route(model, doc)
+        elif served.answer == "text-ranking":
+            self.add_ranking_route(model, doc)
         else:
             self.add_tensor_route(model, served, doc)
 
@@ -138,6 +141,28 @@ class Routes:
             text_route,
             methods=["POST"],
             response_model=result | list[result],
+            openapi_extra=request_body(json_body(schema)),
+        )
+
+    def add_ranking_route(self, model: str, doc: str) -> None:
+        """A cross-encoder's route: a query and its documents in, each document's relevance and its chunks' out, in the
+        documents' order."""
+        path = self.contract[model].route
+        limit = self.contract[model].settings.max_text_bytes
+        schema = schemas.ranking_request(limit, self.settings.max_texts)
+        self.caps[path] = JSON_ESCAPE * limit + ENVELOPE
+
+        async def ranking_route(request: Request):
+            body = parse(schema, await self.body(request, JSON))
+            outcomes = await infer_pairs(self.upstream, model, body.query, body.documents, limit, request.state.request_id)
+            return {"documents": [{"index": i, **score_result(outputs)} for i, outputs in enumerate(outcomes)]}
+
+        ranking_route.__name__, ranking_route.__doc__ = model, doc
+        self.router.add_api_route(
+            path.removeprefix("/v1"),
+            ranking_route,
+            methods=["POST"],
+            response_model=schemas.ranking_result(model),
             openapi_extra=request_body(json_body(schema)),
         )
 
@@ -249,10 +274,29 @@ async def infer_texts(upstream: Upstream, model: str, texts: list[str], limit: i
     for i, item in enumerate(raw):
         if len(item) > limit:
             raise Problem(413, "text-too-large", f"text {i} is {len(item)} bytes of UTF-8; the model takes at most {limit}")
-    outcomes = await asyncio.gather(
-        *(upstream.infer(model, {"TEXT": np.array([item], dtype=np.object_)}, request_id) for item in raw),
-        return_exceptions=True,
+    return await gathered(upstream.infer(model, {"TEXT": np.array([item], dtype=np.object_)}, request_id) for item in raw)
+
+
+async def infer_pairs(
+    upstream: Upstream, model: str, query: str, documents: list[str], limit: int, request_id: str
+) -> list[dict]:
+    """Each document's outputs, read beside `query` by the cross-encoder `model`, all asked at once; 413 for a text
+    over `limit` bytes of UTF-8 before any is sent."""
+    items = [query.encode("utf-8"), *(document.encode("utf-8") for document in documents)]
+    for i, item in enumerate(items):
+        if len(item) > limit:
+            what = "the query" if i == 0 else f"document {i - 1}"
+            raise Problem(413, "text-too-large", f"{what} is {len(item)} bytes of UTF-8; the model takes at most {limit}")
+    query_tensor = np.array([items[0]], dtype=np.object_)
+    return await gathered(
+        upstream.infer(model, {"QUERY": query_tensor, "DOCUMENT": np.array([item], dtype=np.object_)}, request_id)
+        for item in items[1:]
     )
+
+
+async def gathered(calls) -> list:
+    """Every call's answer, all asked at once; the first refusal where one is refused."""
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
     for outcome in outcomes:
         if isinstance(outcome, BaseException):
             raise outcome

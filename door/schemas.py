@@ -120,6 +120,18 @@ def text_request(max_text_bytes: int, max_texts: int) -> type[BaseModel]:
     return TextRequest
 
 
+def ranking_request(max_text_bytes: int, max_texts: int) -> type[BaseModel]:
+    Item = text_type(max_text_bytes)  # noqa: N806 (a type)
+
+    class RankingRequest(Strict):
+        """A query and the documents to score against it."""
+
+        query: Item = Field(description="the query, read whole beside each chunk of each document")
+        documents: list[Item] = Field(min_length=1, max_length=max_texts, description=f"1 to {max_texts} documents")
+
+    return RankingRequest
+
+
 def base64_cap(max_bytes: int) -> int:
     """Characters of base64 text the door reads for an image of at most `max_bytes` (room for a data:
     URL's prefix and line breaks)."""
@@ -265,6 +277,17 @@ def score_result(model: str) -> type[BaseModel]:
         score=(float, Field(description="the text's probability: its chunks', weighted by length")),
         chunks=(list[Chunk], ...),
     )
+
+
+def ranking_result(model: str) -> type[BaseModel]:
+    """A cross-encoder's answer: each document's relevance (its chunks' best, or mean) and each chunk's, in order."""
+    Ranked = create_model(  # noqa: N806 (a type)
+        f"{title_case(model)}Document",
+        index=(int, Field(description="the document's place in `documents`")),
+        score=(float, Field(description="the document's relevance to the query, 0 to 1")),
+        chunks=(list[Chunk], Field(description="the document's chunks, each scored beside the query; offsets into it")),
+    )
+    return create_model(f"{title_case(model)}Result", documents=(list[Ranked], Field(description="in the order sent")))
 
 
 def labelled_result(model: str, labels: tuple[str, ...]) -> type[BaseModel]:

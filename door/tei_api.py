@@ -3,6 +3,7 @@ a TEI client switches to the kit by its base URL.
 
     POST /embed    a text encoder's: {"inputs": "text" | ["text", ...], "normalize": true} -> [[floats], ...]
     POST /predict  a text classifier's: {"inputs": "text" | [["text"], ...]} -> [{"score", "label"}, ...] (best first)
+    POST /rerank   a cross-encoder's: {"query": "text", "texts": ["text", ...]} -> [{"index", "score"}, ...] (best first)
     GET  /info     the model, as TEI describes its own
 
 A long text is chunked, as on the model's own route, never truncated: `truncate` and `truncation_direction` are taken
@@ -23,11 +24,12 @@ from door import schemas
 from door.contract import Contract, ContractError, Served
 from door.keys import KeyCheck
 from door.openapi import problem_responses
-from door.routes import ENVELOPE, JSON, JSON_ESCAPE, body_of, infer_texts, json_body, parse, request_body
+from door.routes import ENVELOPE, JSON, JSON_ESCAPE, body_of, infer_pairs, infer_texts, json_body, parse, request_body
 from door.settings import DoorSettings
 from door.upstream import Upstream
 
-ANSWERS = ("text-embedding", "text-labels")  # the door answers (kit.control.specs.DOOR_ANSWERS) TEI's routes serve
+# The door answers (kit.control.specs.DOOR_ANSWERS) TEI's routes serve: a text encoder's, classifier's, cross-encoder's.
+ANSWERS = ("text-embedding", "text-labels", "text-ranking")
 DIRECTIONS = Literal["left", "right", "Left", "Right"]
 
 
@@ -43,6 +45,12 @@ class Prediction(BaseModel):
     label: str
 
 
+class Rank(BaseModel):
+    index: int
+    score: float
+    text: str | None = None
+
+
 class EmbeddingModel(BaseModel):
     pooling: str
 
@@ -55,7 +63,7 @@ class ClassifierModel(BaseModel):
 class Info(BaseModel):
     model_id: str
     model_sha: None
-    model_type: dict[Literal["embedding", "classifier"], EmbeddingModel | ClassifierModel]
+    model_type: dict[Literal["embedding", "classifier", "reranker"], EmbeddingModel | ClassifierModel]
     max_input_length: int = Field(description="the model's tokens per chunk; a longer text is chunked, not refused")
     max_batch_tokens: int = Field(description="the tokens of one full batch of chunks to the model")
     max_client_batch_size: int
@@ -107,6 +115,20 @@ def predict_request(max_text_bytes: int, max_texts: int) -> type[BaseModel]:
     return PredictRequest
 
 
+def rerank_request(max_text_bytes: int, max_texts: int) -> type[BaseModel]:
+    Item = schemas.text_type(max_text_bytes)  # noqa: N806 (a type)
+
+    class RerankRequest(schemas.Strict):
+        query: Item = Field(description="the query, read whole beside each chunk of each text")
+        texts: list[Item] = Field(min_length=1, max_length=max_texts, description=f"1 to {max_texts} texts to rank")
+        raw_scores: Literal[False] = Field(False, description="false: each text's relevance, 0 to 1")
+        return_text: bool = Field(False, description="each rank carries its text")
+        truncate: bool | None = Field(None, description="taken; the kit chunks a long text, it never truncates one")
+        truncation_direction: DIRECTIONS | None = Field(None, description="taken; nothing is truncated")
+
+    return RerankRequest
+
+
 def predictions(labels: tuple[str, ...], outputs: dict) -> list[dict]:
     scores = outputs["SCORES"].reshape(-1)
     return [{"score": float(scores[i]), "label": labels[i]} for i in np.argsort(-scores, kind="stable")]
@@ -116,6 +138,8 @@ def info(name: str, served: Served, max_texts: int) -> dict:
     settings = served.settings
     if served.answer == "text-embedding":
         kind = {"embedding": {"pooling": settings.pooling}}
+    elif served.answer == "text-ranking":
+        kind = {"reranker": {"id2label": {"0": "LABEL_0"}, "label2id": {"LABEL_0": 0}}}
     else:
         labels = served.labels
         kind = {
@@ -169,6 +193,20 @@ def tei_router(contract: Contract, settings: DoorSettings, upstream: Upstream, c
 
         embed.__doc__ = f"{name}'s embedding of each text, as TEI answers (a list of vectors)."
         add(router, "/embed", embed, RootModel[list[list[float]]], schema, caps, limit)
+    elif served.answer == "text-ranking":
+        schema = rerank_request(limit, settings.max_texts)
+
+        async def rerank(request: Request) -> list[dict]:
+            body = parse(schema, await body_of(request, JSON))
+            outcomes = await infer_pairs(upstream, name, body.query, body.texts, limit, request.state.request_id)
+            scores = [float(outputs["SCORE"].reshape(-1)[0]) for outputs in outcomes]
+            texts = body.texts if body.return_text else [None] * len(scores)
+            return [
+                {"index": i, "score": scores[i], "text": texts[i]} for i in sorted(range(len(scores)), key=lambda i: -scores[i])
+            ]
+
+        rerank.__doc__ = f"The texts by their relevance to the query, by {name}, as TEI answers (best first)."
+        add(router, "/rerank", rerank, RootModel[list[Rank]], schema, caps, limit)
     else:
         schema = predict_request(limit, settings.max_texts)
 
@@ -189,4 +227,11 @@ def tei_router(contract: Contract, settings: DoorSettings, upstream: Upstream, c
 
 def add(router: APIRouter, path: str, route, result, schema: type[BaseModel], caps: dict[str, int], limit: int) -> None:
     caps[path] = JSON_ESCAPE * limit + ENVELOPE
-    router.add_api_route(path, route, methods=["POST"], response_model=result, openapi_extra=request_body(json_body(schema)))
+    router.add_api_route(
+        path,
+        route,
+        methods=["POST"],
+        response_model=result,
+        response_model_exclude_none=True,  # TEI leaves out what it does not answer (a rank's text, unless asked)
+        openapi_extra=request_body(json_body(schema)),
+    )

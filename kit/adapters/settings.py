@@ -137,6 +137,19 @@ class TextsSettings(TextSettings):
     call_threads: int = 0
 
 
+@dataclass(frozen=True, kw_only=True)
+class RankingSettings(TextsSettings):
+    """A text-ranking spec's pairs model (kit.control.ranking_task): a texts model's settings, its documents' chunks
+    beside a query, and `aggregation`, how a document's score is made of its chunks' (kit.pipelines.text.pairs)."""
+
+    aggregation: str
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.aggregation not in ("max", "mean"):
+            raise SettingsError(f"aggregation {self.aggregation!r} is neither max nor mean")
+
+
 @dataclass(frozen=True)
 class ImageClassifierSettings(Settings):
     """An image-classification spec's entry and its `NAME_pixels` (kit.control.image_task), which inherits the
@@ -329,6 +342,7 @@ PARAMETER_SETTINGS: dict[str, type[Settings]] = {
     "onnx_model": OnnxRunnerSettings,
     "torch_model": TorchRunnerSettings,
     "sim_table": SimRunnerSettings,
+    "aggregation": RankingSettings,
     "batches_in_flight": TextsSettings,
     "classifier": TextSettings,
     "pixels_model": ImageClassifierSettings,

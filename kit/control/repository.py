@@ -55,6 +55,7 @@ RUNNERS = {
 # classifier's pixels, or the entry of a classifier of pixels (kit.control.image_task), or a user's pipeline
 # (kit.control.pipeline_task).
 ADAPTERS_BY_PARAMETER = RUNNERS | {
+    "aggregation": ADAPTERS / "pair_ranker_model.py",
     "batches_in_flight": ADAPTERS / "text_classifier_model.py",
     "preprocessing": ADAPTERS / "image_pixels_model.py",
     "backbone": ADAPTERS / "padded_classifier_model.py",

@@ -24,6 +24,8 @@ from kit.control.exports import Exporter
 from kit.control.image_task import ENTRY_PLACEMENT, check_image, exporter, image_configs, image_files
 from kit.control.onnx_task import check_graph, graph_files, onnx_config
 from kit.control.pipeline_task import check_pipeline, pipeline_configs, pipeline_files, pipeline_of
+from kit.control.ranking_task import EXPORTER as RANKING_EXPORTER
+from kit.control.ranking_task import check_ranking, ranking_configs, ranking_files
 from kit.control.specs import DOOR_DESCRIPTION, ModelSpec, SpecError, check_routes, read_spec, read_specs
 from kit.control.text_task import EXPORTERS, check_text, text_configs, text_files
 from kit.pipelines.custom import Definition
@@ -88,6 +90,11 @@ def text_models(spec: ModelSpec) -> dict[str, Generated]:
     return {name: Generated(config, like, settings, TEXT_PLACEMENT) for name, (config, like, settings) in configs.items()}
 
 
+def ranking_models(spec: ModelSpec) -> dict[str, Generated]:
+    configs = ranking_configs(spec)
+    return {name: Generated(config, like, settings, TEXT_PLACEMENT) for name, (config, like, settings) in configs.items()}
+
+
 def image_models(spec: ModelSpec) -> dict[str, Generated]:
     entry_takes = ENTRY_PLACEMENT if spec.input == "pixels" else PLACEMENT
     return {
@@ -103,6 +110,7 @@ def pipeline_models(spec: ModelSpec) -> dict[str, Generated]:
 TASKS = {
     "onnx": Task(onnx_models, lambda spec: {spec.name: graph_files(spec)}, onnx_check),
     **{task: Task(text_models, text_files, check_text, lambda spec: EXPORTERS[spec.task]) for task in EXPORTERS},
+    "text-ranking": Task(ranking_models, ranking_files, check_ranking, lambda spec: RANKING_EXPORTER),
     "image-classification": Task(image_models, image_files, check_image, exporter),
     "pipeline": Task(pipeline_models, pipeline_files, check_pipeline),
 }

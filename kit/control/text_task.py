@@ -199,6 +199,20 @@ def text_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]
     classifier = template("text/classifier", model["classifier"])
     classifier.output[0].name = meta["outputs"][0]
     classifier.output[0].dims[:] = [count]
+    own = spec_batching(spec, classifier, texts)
+    entry_own = {"parameters": {"bucket_count": str(spec.bucket_count)}} if "bucket_count" in spec.given else {}
+    like = dict.fromkeys(model, "") if spec.shipped else placed_like()  # a shipped model has its own placements
+    return {
+        model["entry"]: (entry, like["entry"], entry_own),
+        model["texts"]: (texts, like["texts"], {}),
+        model["classifier"]: (classifier, like["classifier"], own),
+    }
+
+
+def spec_batching(spec: ModelSpec, classifier: mc.ModelConfig, texts: mc.ModelConfig) -> dict:
+    """The batching the spec sets itself, on the configs of its graph and of the model that feeds it (its batch cap,
+    queue delay and preferred sizes; both queues' timeout): the graph's profile settings, which the template's
+    placement then leaves alone."""
     own = {key: getattr(spec, key) for key in CLASSIFIER_KEYS if key in spec.given}
     if "max_batch_size" in own:
         classifier.max_batch_size = spec.max_batch_size
@@ -211,13 +225,7 @@ def text_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]
         timeout = int(spec.queue_timeout_seconds * 1e6)
         texts.dynamic_batching.default_queue_policy.default_timeout_microseconds = timeout
         classifier.dynamic_batching.default_queue_policy.default_timeout_microseconds = timeout
-    entry_own = {"parameters": {"bucket_count": str(spec.bucket_count)}} if "bucket_count" in spec.given else {}
-    like = dict.fromkeys(model, "") if spec.shipped else placed_like()  # a shipped model has its own placements
-    return {
-        model["entry"]: (entry, like["entry"], entry_own),
-        model["texts"]: (texts, like["texts"], {}),
-        model["classifier"]: (classifier, like["classifier"], own),
-    }
+    return own
 
 
 def text_files(spec: ModelSpec) -> dict[str, dict[str, Path]]:

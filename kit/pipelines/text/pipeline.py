@@ -72,25 +72,25 @@ class Result:
         return self.chunk_values[:, self.label]
 
 
-def decode_text(raw: bytes, max_bytes: int) -> str:
-    """Checks that cost nothing come first, before any tokenization."""
+def decode_text(raw: bytes, max_bytes: int, name: str = "TEXT") -> str:
+    """Checks that cost nothing come first, before any tokenization; errors name the input (`name`)."""
     if len(raw) > max_bytes:
-        raise InputError(f"TEXT is {len(raw)} bytes; the maximum is {max_bytes} bytes")
+        raise InputError(f"{name} is {len(raw)} bytes; the maximum is {max_bytes} bytes")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"TEXT is not valid UTF-8: {exc.reason} at byte {exc.start}") from None
+        raise InputError(f"{name} is not valid UTF-8: {exc.reason} at byte {exc.start}") from None
     if not text.strip():
-        raise InputError("TEXT is empty or only whitespace; there is nothing to classify")
+        raise InputError(f"{name} is empty or only whitespace; there is nothing to classify")
     return text
 
 
-def decode_request_text(tensor: np.ndarray, max_bytes: int) -> str:
-    """The one text of the entry model's TEXT input (BYTES [1]), decoded as decode_text does."""
+def decode_request_text(tensor: np.ndarray, max_bytes: int, name: str = "TEXT") -> str:
+    """The one text of an entry model's text input `name` (BYTES [1]), decoded as decode_text does."""
     items = tensor.reshape(-1)
     if items.size != 1:
-        raise InputError(f"TEXT must hold exactly one text, got {items.size}")
-    return decode_text(bytes(items[0]), max_bytes)
+        raise InputError(f"{name} must hold exactly one text, got {items.size}")
+    return decode_text(bytes(items[0]), max_bytes, name)
 
 
 def spans_of(text: str, max_chars: int) -> list[tuple[int, int]]:
