@@ -32,6 +32,7 @@ from door.app import create_app
 from door.contract import ContractError, contract_from_configs, served_configs
 from door.observe import MULTIPROC_ENV
 from door.settings import DoorSettings, SettingsError, api_keys, flag_env, parse_bool
+from door.tei_api import tei_model
 
 log = logging.getLogger("door")
 
@@ -88,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = settings_from(args)
         contract = contract_from_configs(served_configs(settings.triton, args.wait))
+        tei_model(contract, settings.tei)
     except (SettingsError, ContractError) as exc:
         print(f"door: error: {exc}", file=sys.stderr)
         return 2

@@ -46,6 +46,7 @@ SETTINGS: dict[str, type[Settings]] = {
     "text-score": TextSettings,
     "text-labels": TextSettings,
     "text-embedding": TextSettings,
+    "text-ranking": TextSettings,
     "image-labels": ImageClassifierSettings,
     "image-lines": PipelineSettings,
     "image-document": PipelineSettings,
@@ -73,11 +74,12 @@ CHUNKS = ("CHUNK_SCORES", "CHUNK_SPANS")
 ANSWERS = {
     "text-score": Spec(TEXT, ("SCORE", *CHUNKS)),
     "text-labels": Spec(TEXT, ("SCORES", *CHUNKS)),
-    "text-embedding": Spec(TEXT, ("EMBEDDING", "CHUNK_EMBEDDINGS", "CHUNK_SPANS")),
+    "text-embedding": Spec(TEXT, ("EMBEDDING", "CHUNK_EMBEDDINGS", "CHUNK_SPANS", "TOKENS")),
     "image-labels": Spec(IMAGE, ("SCORES",)),
     "image-lines": Spec(IMAGE, ("TEXTS", "SCORES", "BOXES")),
     "image-document": Spec(IMAGE, ("RESULT",)),
     "pixels-classes": Spec({"INPUT": ("TYPE_FP32", (ANY, -1, -1))}, ("PROBS",)),
+    "text-ranking": Spec({"QUERY": ("TYPE_STRING", (1,)), "DOCUMENT": ("TYPE_STRING", (1,))}, ("SCORE", *CHUNKS, "TOKENS")),
 }
 LABELLED = ("text-labels", "image-labels")  # answers by the label names in the config's `labels`
 

@@ -141,7 +141,7 @@ class TextSettings(Settings):
     always fits one classifier request. `max_chars` 0 chunks by the model's token limit alone. What the models ignore reaches the
     front door through the served config: `canary` (the export's golden set as JSON, derived from the file
     `canary_from` names, kit.control.canary) and a spec's `labels` (the label names, a JSON list in the
-    classifier's column order)."""
+    classifier's column order), and an encoder's `pooling` (mean or cls, as its export pools)."""
 
     classifier: str
     max_chars: int
@@ -152,6 +152,7 @@ class TextSettings(Settings):
     canary_from: str = ""
     canary: str = ""
     labels: str = ""
+    pooling: str = ""
 
     def __post_init__(self) -> None:
         if self.max_chars < 0:
@@ -171,6 +172,19 @@ class TextsSettings(TextSettings):
     batches_in_flight: int
     chunks_in_flight: int = 0
     call_threads: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankingSettings(TextsSettings):
+    """A text-ranking spec's pairs model (kit.control.ranking_task): a texts model's settings, its documents' chunks
+    beside a query, and `aggregation`, how a document's score is made of its chunks' (kit.pipelines.text.pairs)."""
+
+    aggregation: str
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.aggregation not in ("max", "mean"):
+            raise SettingsError(f"aggregation {self.aggregation!r} is neither max nor mean")
 
 
 @dataclass(frozen=True)

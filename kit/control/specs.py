@@ -27,11 +27,14 @@ from kit.pipelines.batching.merge import POLICIES as MERGE_POLICIES
 MODELS = REPO_ROOT / "models"
 NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 ROUTE = re.compile(r"^/v1/[a-z0-9][a-z0-9_/-]*$")
+# The door's own routes of OpenAI's API (door.openai_api): no spec's route may take one.
+DOOR_OWN_ROUTES = ("/v1/embeddings", "/v1/models", "/v1/rerank")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # a Hugging Face hub id, as `organisation/model`
 # Tasks whose source is a checkpoint folder or a hub id, not a file.
-CHECKPOINT_TASKS = ("text-classification", "feature-extraction", "image-classification")
+CHECKPOINT_TASKS = ("text-classification", "feature-extraction", "text-ranking", "image-classification")
 MAX_BATCH = 1024
 POOLINGS = ("mean", "cls")
+AGGREGATIONS = ("max", "mean")  # text-ranking: a document's score of its chunks' (kit.pipelines.text.pairs)
 # image-classification's inputs: an encoded image file, resized by the checkpoint's processor to the graph's one
 # size; or normalised pixels of any size, batched across sizes by a merge policy into padded runs of a graph that
 # masks the padding (a ResNet's, export.resnet).
@@ -53,6 +56,7 @@ DOOR_ANSWERS = (
     "image-lines",
     "image-document",
     "pixels-classes",
+    "text-ranking",
 )
 # The config parameter naming each input's free axes (JSON: input -> the graph's axis name or "" per dim), so that
 # the door refuses inputs whose shared axis (token ids and their mask along `length`) differ in length.
@@ -85,6 +89,7 @@ class ModelSpec:
     description: str = ""  # the door's description of the model's route in the OpenAPI document
     pooling: str = ""  # feature-extraction: mean or cls; unset, as the checkpoint's sentence-transformers files say, else mean
     normalize: bool | None = None  # feature-extraction: L2-normalise embeddings; unset, as those files say, else not
+    aggregation: str = "max"  # text-ranking: a long document's score, its chunks' best (max) or length-weighted mean
     input: str = "image"  # image-classification: what a request sends, one of IMAGE_INPUTS
     merge_policy: str = "cost"  # image-classification of pixels: which images of different sizes run together
     max_image_pixels: int = 1 << 20  # image-classification of pixels: the most values an image may have per channel
@@ -145,6 +150,7 @@ REQUIRED = ("task", "source")
 TASK_KEYS = {
     "text-classification": frozenset({"max_chars", "bucket_count", "labels", "score_label", "canary"}),
     "feature-extraction": frozenset({"max_chars", "bucket_count", "pooling", "normalize"}),
+    "text-ranking": frozenset({"max_chars", "bucket_count", "aggregation"}),
     "image-classification": frozenset({"labels", "input", "merge_policy", "max_image_pixels", "num_labels"}),
     "pipeline": frozenset(
         {"networks", "parameters", "parameters_from", "door_answer", "door_schema", "requests_in_flight", "files"}
@@ -258,6 +264,8 @@ def check_values(spec: ModelSpec) -> None:
         raise spec.error("max_image_pixels", f"is {spec.max_image_pixels}", "an image has at least one pixel")
     if spec.num_labels < 0:
         raise spec.error("num_labels", "is negative", "a classifier has at least one label")
+    if spec.aggregation not in AGGREGATIONS:
+        raise spec.error("aggregation", f"is {spec.aggregation!r}", f"it is one of {', '.join(AGGREGATIONS)}")
     if spec.pooling and spec.pooling not in POOLINGS:
         raise spec.error("pooling", f"is {spec.pooling!r}", f"it is one of {', '.join(POOLINGS)}")
     if spec.requests_in_flight < 0:
@@ -270,6 +278,8 @@ def check_values(spec: ModelSpec) -> None:
         raise spec.error("door_schema", f"names {spec.schema_path}, which is not a file", "point it at a JSON Schema file")
     if not ROUTE.match(spec.door_route):
         raise spec.error("route", f"is {spec.door_route!r}", "the door's paths look like /v1/my-model")
+    if spec.door_route in DOOR_OWN_ROUTES:
+        raise spec.error("route", f"is {spec.door_route}, a route of OpenAI's API on the door", "give the spec a `route`")
 
 
 def read_specs(folder: Path = MODELS, artifacts: Path | None = None) -> dict[str, ModelSpec]:

@@ -20,7 +20,8 @@ chunking changed since) checks the graph against PyTorch and measures the chunk 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
@@ -158,12 +159,14 @@ def width(meta: dict) -> int:
 
 
 def answer_outputs(config: mc.ModelConfig, task: str, count: int) -> None:
-    """The text's value and each chunk's (every label's probability, or the embedding), in place of one label's."""
+    """The text's value and each chunk's (every label's probability, or the embedding), in place of one label's; the
+    spans and the token count as the template's."""
     text, chunks = ANSWERS[task]
     del config.output[:]
     config.output.add(name=text, data_type=mc.TYPE_FP32, dims=[count])
     config.output.add(name=chunks, data_type=mc.TYPE_FP32, dims=[-1, count])
     config.output.add(name="CHUNK_SPANS", data_type=mc.TYPE_INT32, dims=[-1, 2])
+    config.output.add(name="TOKENS", data_type=mc.TYPE_INT32, dims=[1])
 
 
 def shipped_meta(spec: ModelSpec) -> dict:
@@ -196,26 +199,29 @@ def canonical(spec: ModelSpec, meta: dict, model: dict[str, str]) -> dict[str, m
     classifier = template("text/classifier", model["classifier"])
     classifier.output[0].name = meta["outputs"][0]
     classifier.output[0].dims[:] = [count]
-    if "max_batch_size" in spec.given:
-        classifier.max_batch_size = spec.max_batch_size
-        classifier.dynamic_batching.preferred_batch_size[:] = [b for b in spec.preferred_batch_size if b <= spec.max_batch_size]
-    if "max_queue_delay_microseconds" in spec.given:
-        classifier.dynamic_batching.max_queue_delay_microseconds = spec.max_queue_delay_microseconds
-    if "queue_timeout_seconds" in spec.given:
-        timeout = int(spec.queue_timeout_seconds * 1e6)
-        texts.dynamic_batching.default_queue_policy.default_timeout_microseconds = timeout
-        classifier.dynamic_batching.default_queue_policy.default_timeout_microseconds = timeout
+    spec_batching(spec, classifier, texts)
     return {model["entry"]: entry, model["texts"]: texts, model["classifier"]: classifier}
 
 
+def spec_batching(spec: ModelSpec, graph: mc.ModelConfig, texts: mc.ModelConfig) -> None:
+    """The batching the spec sets itself on its graph's config (batch cap, queue delay, preferred sizes) and on the
+    queue of the model that feeds it (both queues' timeout)."""
+    if "max_batch_size" in spec.given:
+        graph.max_batch_size = spec.max_batch_size
+        graph.dynamic_batching.preferred_batch_size[:] = [b for b in spec.preferred_batch_size if b <= spec.max_batch_size]
+    if "max_queue_delay_microseconds" in spec.given:
+        graph.dynamic_batching.max_queue_delay_microseconds = spec.max_queue_delay_microseconds
+    if "queue_timeout_seconds" in spec.given:
+        timeout = int(spec.queue_timeout_seconds * 1e6)
+        texts.dynamic_batching.default_queue_policy.default_timeout_microseconds = timeout
+        graph.dynamic_batching.default_queue_policy.default_timeout_microseconds = timeout
+
+
 def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
-    """The entry, its texts model and its graph, placed; then what follows from their placement: the length buckets
-    for the entry's bucket count, the batch cap and window of chunks in flight from the graph's placement, and the
-    golden set the door's canary runs."""
+    """The entry, its texts model and its graph, placed (see `place`)."""
     check_label_count(spec)
     meta = shipped_meta(spec) if spec.shipped else export(spec)
     model = names(spec)
-    configs, files = canonical(spec, meta, model), text_files(spec)
     label_names = labels(spec, meta)
     settings = TextSettings(
         classifier=model["classifier"],
@@ -224,29 +230,56 @@ def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
         bucket_count=spec.bucket_count,
         canary_from=CANARY_FROM if spec.canary else "",
         labels="" if spec.score_label or not label_names else json.dumps(label_names, ensure_ascii=False),
+        pooling=meta["pooling"] if spec.task == FEATURE_EXTRACTION else "",  # what the door tells a TEI client
     )
+
+    def texts(derived: TextSettings) -> TextsSettings:
+        return TextsSettings(**vars(derived), parameters_from=model["entry"], batches_in_flight=BATCHES_IN_FLIGHT)
+
+    chain = TextChain(model["entry"], model["texts"], model["classifier"], TEXTS_ADAPTER)
+    return place(spec, profile, chain, canonical(spec, meta, model), text_files(spec), settings, texts)
+
+
+@dataclass(frozen=True)
+class TextChain:
+    """A text task's three models, the entry calling the texts model calling the graph, and the adapter the texts
+    model runs (a text classifier's, or a ranker's of query-document pairs, kit.control.ranking_task)."""
+
+    entry: str
+    texts: str
+    graph: str
+    adapter: Path
+
+
+def place(
+    spec: ModelSpec,
+    profile: Profile,
+    chain: TextChain,
+    configs: dict[str, mc.ModelConfig],
+    files: dict[str, dict[str, Path]],
+    settings: TextSettings,
+    texts_settings: Callable[[TextSettings], TextsSettings],
+) -> list[ServedModel]:
+    """The chain's models placed by `profile`, then what follows from their placement: the length buckets for the
+    entry's bucket count, the batch cap and window of chunks in flight from the graph's placement, and the golden set
+    the door's canary runs."""
     given = {"parameters": {"bucket_count": spec.bucket_count}} if "bucket_count" in spec.given else {}
-    entry = profile.place("text-entry", served(model["entry"], configs, files, settings), given)
-    derived = derive(entry.settings, files[model["entry"]], meta)
+    entry = profile.place("text-entry", ServedModel(chain.entry, configs[chain.entry], settings, None, files[chain.entry]), given)
+    derived = derive(entry.settings, files[chain.entry])
     own = {key: getattr(spec, key) for key in CLASSIFIER_KEYS if key in spec.given}
     if "preferred_batch_size" in own:
         own["preferred_batch_size"] = list(spec.preferred_batch_size)
-    graph = profile.place("text-graph", served(model["classifier"], configs, files), own, derived.buckets)
+    graph_model = ServedModel(chain.graph, configs[chain.graph], None, None, files[chain.graph])
+    graph = profile.place("text-graph", graph_model, own, derived.buckets)
     derived = replace(derived, max_batch=graph.config.max_batch_size)
-    texts = TextsSettings(**vars(derived), parameters_from=model["entry"], batches_in_flight=BATCHES_IN_FLIGHT)
-    texts_model = profile.place("text-texts", served(model["texts"], configs, files, texts))
-    window = texts_model.settings.batches_in_flight * instance_count(graph.config) * graph.config.max_batch_size
-    texts_settings = replace(texts_model.settings, chunks_in_flight=window)
-    return [replace(entry, settings=derived), replace(texts_model, settings=texts_settings, calls=(graph.name,)), graph]
+    texts = ServedModel(chain.texts, configs[chain.texts], texts_settings(derived), chain.adapter, files[chain.texts])
+    texts = profile.place("text-texts", texts)
+    window = texts.settings.batches_in_flight * instance_count(graph.config) * graph.config.max_batch_size
+    texts_settings_placed = replace(texts.settings, chunks_in_flight=window)
+    return [replace(entry, settings=derived), replace(texts, settings=texts_settings_placed, calls=(graph.name,)), graph]
 
 
-def served(name: str, configs: dict[str, mc.ModelConfig], files: dict[str, dict[str, Path]], settings=None) -> ServedModel:
-    """A model of the spec, unplaced; the texts model (a Python model of settings TextsSettings) runs the adapter."""
-    model_py = TEXTS_ADAPTER if isinstance(settings, TextsSettings) else None
-    return ServedModel(name, configs[name], settings, model_py, files[name])
-
-
-def derive(settings: TextSettings, files: dict[str, Path], meta: dict) -> TextSettings:
+def derive(settings: TextSettings, files: dict[str, Path]) -> TextSettings:
     """The entry's settings with its length buckets, chosen for its bucket count from the token lengths the export
     measured at its max_chars, and the golden set of the door's canary, each of whose texts must be one chunk."""
     if TOKEN_LENGTHS not in files or not files[TOKEN_LENGTHS].is_file():

@@ -8,7 +8,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
@@ -17,6 +17,7 @@ from tritonclient.utils import InferenceServerException
 from clients.triton import is_retryable
 from kit.control.configs import parse_config, render_config
 from kit.control.repository import build
+from kit.control.specs import ModelSpec
 from kit.server.runtime import ServerOptions, TritonServer
 from tests.conftest import ARTIFACTS, REPO_ROOT
 
@@ -68,13 +69,15 @@ def own_server(
     models: tuple[str, ...] = RADAR_MODELS,
     artifacts: Path = ARTIFACTS,
     profile: str = "cpu",
+    specs: Mapping[str, ModelSpec] | None = None,
     **options,
 ) -> Iterator[TritonServer]:
-    """A server of the test's own (free ports, the `profile`'s repository in tmp_path), for tests that overload
-    it, kill its processes, change its options or serve changed `artifacts`, so that the shared
-    session server stays clean."""
+    """A server of the test's own (free ports, the `profile`'s repository in tmp_path, with users' `specs` where
+    given), for tests that overload it, kill its processes, change its options or serve changed `artifacts`, so that
+    the shared session server stays clean."""
     repository = tmp_path / "repository"
-    build(profile, repository, artifacts, specs={}, models=models)
+    specs = dict(specs or {})
+    build(profile, repository, artifacts, specs=specs, models=(*models, *specs))  # the closure of what they call
     for model, change in (patches or {}).items():
         patch_config(repository, model, change)
     with TritonServer(ServerOptions.on_free_ports(repository, **options), log_path=tmp_path / "server.log") as server:

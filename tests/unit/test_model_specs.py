@@ -61,6 +61,7 @@ IMAGE = 'task = "image-classification"\nsource = "../labelled"\n'
         (GOOD + "instances = 0\n", "instances", "at least one instance"),
         (GOOD + "queue_timeout_seconds = 0\n", "queue_timeout_seconds", "not positive"),
         (GOOD + 'route = "/scores"\n', "route", "/v1/my-model"),
+        (GOOD + 'route = "/v1/embeddings"\n', "route", "a route of OpenAI's API on the door"),
         ('task = "onnx"\nsource = "../fixed.onnx"\n', "max_batch_size", "no dynamic first axis"),
         (GOOD + "max_chars = 300\n", "max_chars", "is not a key of the onnx task"),
         ('task = "text-classification"\nsource = "../mlp.onnx"\n', "source", "not a checkpoint folder"),
@@ -201,6 +202,7 @@ def test_kit_list_shows_the_kits_own_specs_beside_the_users(graphs, tmp_path, ca
     spec_file(folder, "scores", GOOD)
     assert kit_main(["list", "--models", str(folder)]) == 0
     lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
-    assert "text-classification" in lines["radar"] and "TEXT -> SCORE, CHUNK_SCORES, CHUNK_SPANS  /v1/radar" in lines["radar"]
+    assert "text-classification" in lines["radar"]
+    assert "TEXT -> SCORE, CHUNK_SCORES, CHUNK_SPANS, TOKENS  /v1/radar" in lines["radar"]
     assert lines["radar"].endswith("(shipped)") and not lines["scores"].endswith("(shipped)")
     assert "image-classification" in lines["resnet50"] and "INPUT -> PROBS  /v1/resnet50  (shipped)" in lines["resnet50"]

@@ -144,23 +144,23 @@ CANARY = {
 
 
 def test_canary_from_puts_the_exports_golden_set_on_the_settings_as_compact_json(tmp_path):
-    derived = derive(radar_settings(), export_files(tmp_path, canary=CANARY), {})
+    derived = derive(radar_settings(), export_files(tmp_path, canary=CANARY))
     assert json.loads(derived.canary) == CANARY
     assert ": " not in derived.canary and derived.canary.isascii()
     assert derived.buckets[-1] == 512
 
 
 def test_canary_from_adds_nothing_when_the_export_has_no_canary(tmp_path):
-    assert derive(radar_settings(), export_files(tmp_path), {}).canary == ""
+    assert derive(radar_settings(), export_files(tmp_path)).canary == ""
 
 
 def test_canary_from_refuses_a_malformed_golden_set_or_a_text_longer_than_a_chunk(tmp_path):
     with pytest.raises(RepositoryError, match="export.json: the canary has 2 texts and needs as many scores"):
-        derive(radar_settings(), export_files(tmp_path, canary={**CANARY, "scores": [0.25]}), {})
+        derive(radar_settings(), export_files(tmp_path, canary={**CANARY, "scores": [0.25]}))
     with pytest.raises(RepositoryError, match="6 characters, over max_chars 5.*--max-chars 5"):
-        derive(radar_settings(max_chars=5), export_files(tmp_path, max_chars=5, canary=CANARY), {})
+        derive(radar_settings(max_chars=5), export_files(tmp_path, max_chars=5, canary=CANARY))
     with pytest.raises(RepositoryError, match="make export"):
-        derive(radar_settings(), {}, {})
+        derive(radar_settings(), {})
 
 
 def test_the_built_radar_config_carries_the_exports_canary(radar_artifacts):
