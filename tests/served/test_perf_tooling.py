@@ -301,7 +301,8 @@ def sweep_spec_model(tmp_path: Path, spec: ModelSpec, limit: dict, unit: str, de
     assert perf([*args, "--work", str(tmp_path / "work"), "--override", json.dumps(short)]) == 0
     results = json.loads((tmp_path / "results.json").read_text())
     assert sorted({r["family"] for r in results["sweeps"]}) == designs
-    assert all(not r["error"] and r[f"{unit}_per_s"] > 0 for r in results["sweeps"]), results["sweeps"]
+    failed = [(r["family"], r["error"]) for r in results["sweeps"] if r["error"] or not r[f"{unit}_per_s"] > 0]
+    assert not failed, failed
     return results
 
 
