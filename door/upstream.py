@@ -17,6 +17,7 @@ from kit.control.configs import parameters
 # Triton's refusals by a bounded queue (full, or waited too long), also when relayed by an entry model.
 OVERLOAD = ("maximum queue size", "timeout expired")
 PROBE_TIMEOUT = 2.0  # seconds for a readiness question: a hung server is not ready
+TOKENIZED = ("TOKENIZED_IDS", "TOKENIZED_TEXTS", "TOKENIZED_SPANS")  # a text model's tokens (kit.adapters.grouped_calls)
 
 
 class Upstream:
@@ -38,26 +39,50 @@ class Upstream:
             await self.client.close()
 
     async def infer(self, model: str, arrays: dict[str, np.ndarray], request_id: str = "") -> dict[str, np.ndarray]:
+        outputs, result = await self.send(model, model, arrays, self.contract[model].spec.outputs, request_id)
+        self.versions[model] = result.get_response().model_version
+        return outputs
+
+    async def tokenize(self, model: str, text: bytes, add_special_tokens: bool, request_id: str = "") -> dict[str, np.ndarray]:
+        """The tokens of `text` by the tokenizer of the text model `model` (TOKENIZED_IDS, _TEXTS, _SPANS): a request
+        with the parameter `tokenize` to the model its entry names, which answers at once. The text goes in as the
+        entry's last input (TEXT, or a cross-encoder's DOCUMENT), every other input empty."""
+        served = self.contract[model]
+        *others, last = served.spec.inputs
+        arrays = {name: np.array([[b""]], dtype=np.object_) for name in others} | {last: np.array([[text]], dtype=np.object_)}
+        parameters = {"tokenize": True, "add_special_tokens": add_special_tokens}
+        outputs, _ = await self.send(model, served.tokenizer, arrays, TOKENIZED, request_id, parameters)
+        return outputs
+
+    async def send(
+        self, model: str, target: str, arrays: dict[str, np.ndarray], names, request_id: str, parameters: dict | None = None
+    ) -> tuple[dict[str, np.ndarray], object]:
+        """A request of the inputs of `model`'s route to `target` (the model itself, or a model it names), its outputs
+        `names`, counted in `model`'s flow; a refusal as the problem a client can act on."""
         served = self.contract[model]
         inputs = []
         for name, array in arrays.items():
             tensor = grpcaio.InferInput(name, list(array.shape), served.datatype(name))
             tensor.set_data_from_numpy(array)
             inputs.append(tensor)
-        outputs = [grpcaio.InferRequestedOutput(name) for name in served.spec.outputs]
+        outputs = [grpcaio.InferRequestedOutput(name) for name in names]
         flow = self.flows[model]
         flow.start()
         try:
             result = await self.client.infer(
-                model, inputs, outputs=outputs, request_id=request_id, client_timeout=self.settings.triton_timeout
+                target,
+                inputs,
+                outputs=outputs,
+                request_id=request_id,
+                client_timeout=self.settings.triton_timeout,
+                parameters=parameters,
             )
         except InferenceServerException as exc:
             refused = overloaded(exc) or unavailable(exc)
             flow.finish(answered=not refused)
             raise self.problem(model, exc) from None
         flow.finish(answered=True)
-        self.versions[model] = result.get_response().model_version
-        return {name: result.as_numpy(name) for name in served.spec.outputs}
+        return {name: result.as_numpy(name) for name in names}, result
 
     async def golden_set(self, model: str) -> GoldenSet | None:
         """The golden set the served config of `model` carries now (a new version brings its own)."""

@@ -122,6 +122,9 @@ def test_the_door_serves_a_cross_encoder_on_its_route_openais_rerank_and_teis(do
         assert [rank["index"] for rank in ranks] == best
         assert all(rank["score"] == pytest.approx(want[rank["index"]], abs=ATOL) and rank["text"] for rank in ranks)
         assert "text" not in call(tei, "POST", "/rerank", json={"query": QUERY, "texts": DOCUMENTS[:1]}).json()[0]
+        tokens = call(tei, "POST", "/tokenize", json={"inputs": DOCUMENTS[0]}).json()[0]  # the pairs model's tokenizer
+        assert [t["text"] for t in tokens][1:-1] == [DOCUMENTS[0][t["start"] : t["stop"]] for t in tokens][1:-1]
+        assert [t["special"] for t in tokens] == [True] + [False] * (len(tokens) - 2) + [True]
         assert call(tei, "GET", "/info").json()["model_type"] == {
             "reranker": {"id2label": {"0": "LABEL_0"}, "label2id": {"LABEL_0": 0}}
         }

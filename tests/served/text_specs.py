@@ -32,9 +32,12 @@ def executions(grpc_client, model: str) -> tuple[int, int]:
     return stats.inference_stats.success.count, stats.execution_count
 
 
-def assert_texts_share_executions(grpc_client, url: str, model: str, texts: list[str], outputs: tuple, check: Check) -> None:
-    """32 clients at once, each text sent 32 times: NAME_texts' executions carry several texts, each answered as alone."""
-    texts_model = f"{model}_texts"
+def assert_texts_share_executions(
+    grpc_client, url: str, model: str, texts: list[str], outputs: tuple, check: Check, texts_model: str = ""
+) -> None:
+    """32 clients at once, each text sent 32 times: the texts model's (NAME_texts unless named) executions carry several
+    texts, each answered as alone."""
+    texts_model = texts_model or f"{model}_texts"
     before = executions(grpc_client, texts_model)
     sent = texts * 32
     with ThreadPoolExecutor(32) as pool:
