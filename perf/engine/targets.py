@@ -133,7 +133,6 @@ class KitTarget:
         self.placements = placements(workload, setting, self.models)
         self.label = workload.variant_label(self.placements)
         self.server: TritonServer | None = None
-        self.server_args: list[str] = []  # extra tritonserver options (perf.probes.occupancy: request traces)
 
     @property
     def workers(self) -> int:
@@ -152,7 +151,6 @@ class KitTarget:
         options = ServerOptions.on_free_ports(
             repository,
             gpu_metrics=self.workload.deployment.on_gpu,
-            extra_args=self.server_args,
             environment={COUNTERS_ENV: str(self.workdir / "sim-counters")},
         )
         self.server = TritonServer(options, log_path=self.workdir / "server.log")
