@@ -34,8 +34,8 @@ from tritonclient.grpc import model_config_pb2 as mc
 from kit.adapters.custom_pipeline import in_process_networks, load_definition
 from kit.adapters.settings import PipelineSettings, SettingsError, keys, module_settings
 from kit.control import onnx_task
-from kit.control.configs import RepositoryError, config_type, set_parameter
-from kit.control.onnx_task import ATOL, CHECK_ROWS, RTOL, bounded_batching, example_inputs, graph_files, onnx_config
+from kit.control.configs import RepositoryError, config_type, example_inputs, set_parameter
+from kit.control.onnx_task import ATOL, CHECK_ROWS, RTOL, bounded_batching, graph_files, onnx_config
 from kit.control.profiles import CANONICAL, Profile
 from kit.control.served import ServedModel, adapter
 from kit.control.specs import DOOR_SCHEMA, KEYS, ModelSpec, door_parameters, read_spec

@@ -24,7 +24,7 @@ import tritonclient.grpc as grpcclient
 
 from door.routes import json_values
 from kit.adapters.custom_pipeline import in_process_networks
-from kit.control.onnx_task import example_inputs
+from kit.control.configs import example_inputs
 from kit.control.pipeline_task import ready_pipeline, with_network_specs
 from kit.control.specs import ModelSpec
 from kit.pipelines.custom import answer
