@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from kit.control.exports import export_dir
 from kit.control.specs import ModelSpec
-from kit.control.text_task import answer_names, names
+from kit.control.tasks import task_of
+from kit.control.text_task import answer_names
 from perf.workloads.radar import Radar
 
 
@@ -23,7 +24,7 @@ class TextModelWorkload(Radar):
     sweep_spec = "model-text"  # perf/specs/model-text.json
 
     def __init__(self, spec: ModelSpec):
-        model = names(spec)
+        model = task_of(spec).names(spec)
         self.spec = spec
         self.answers = answer_names(spec)
         self.name = self.title = self.artifacts = spec.name
