@@ -154,23 +154,6 @@ def graph_models_beside(spec: ModelSpec) -> dict[str, tuple[ModelSpec, ModelSpec
     return found
 
 
-def with_network_specs(spec: ModelSpec) -> dict[str, ModelSpec]:
-    """The spec and the specs beside it that bring the models its `networks` map to (theirs too, in turn): what a
-    repository must build for its entry to serve, as a benchmark of the one model builds it."""
-    chosen, todo = {spec.name: spec}, [spec]
-    while todo:
-        current = todo.pop()
-        if current.task != "pipeline":
-            continue
-        beside = graph_models_beside(current)
-        for model in dict(current.networks).values():
-            owner = beside[model][0] if model in beside else None
-            if owner is not None and owner.name not in chosen:
-                chosen[owner.name] = owner
-                todo.append(owner)
-    return chosen
-
-
 def tensors(config: mc.ModelConfig) -> str:
     """A model's tensors as `name TYPE [dims], ... -> ...`, rows first where it batches."""
 

@@ -25,8 +25,7 @@ import tritonclient.grpc as grpcclient
 from door.routes import json_values
 from kit.adapters.custom_pipeline import in_process_networks
 from kit.control.configs import example_inputs
-from kit.control.pipeline_task import with_network_specs
-from kit.control.specs import ModelSpec
+from kit.control.specs import ModelSpec, read_specs
 from kit.pipelines.custom import answer
 from perf.baselines.planned import entry_pipeline
 from perf.engine.inputs import InputSet
@@ -49,7 +48,8 @@ class PipelineModelWorkload(TensorModelWorkload):
 
     def __init__(self, spec: ModelSpec):
         super().__init__(spec)
-        self.specs = with_network_specs(spec)  # the models its networks are mapped to are served beside it
+        # The specs beside it: a build of its entry alone plans those that bring the models its networks are mapped to.
+        self.specs = {} if spec.shipped else read_specs(spec.path.parent)
         self.pipeline = entry_pipeline(spec)
         self.batched = spec.max_batch_size > 0
         if not self.batched:
