@@ -9,8 +9,9 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import InferenceServerException
@@ -21,6 +22,9 @@ from kit.control.repository import build
 from kit.control.runtime import ServerOptions, TritonServer
 from kit.control.tasks import link_sources
 from tests.conftest import ARTIFACTS, REPO_ROOT
+
+if TYPE_CHECKING:
+    from tests.served.gate import Gate
 
 RADAR_MODELS = ("radar", "radar_texts", "radar_classifier")
 RESULTS = REPO_ROOT / "build" / "reliability"
@@ -84,13 +88,17 @@ def own_server(
     models: tuple[str, ...] = RADAR_MODELS,
     artifacts: Path = ARTIFACTS,
     profile: str = "cpu",
+    gates: Iterable[Gate] = (),
     **options,
 ) -> Iterator[TritonServer]:
     """A server of the test's own (free ports, the `profile`'s repository in tmp_path), for tests that overload
     it, kill its processes, change its options or serve changed `artifacts`, so that the shared
-    session server stays clean."""
+    session server stays clean. `gates` are written beside their targets (tests.served.gate); `patches` route
+    callers through them."""
     repository = tmp_path / "repository"
     build(profile, repository, artifacts, source=source_with(models, tmp_path / "source"))
+    for gate in gates:
+        gate.install(repository, tmp_path / "gates" / gate.name)
     for model, change in (patches or {}).items():
         patch_config(repository, model, change)
     with TritonServer(ServerOptions.on_free_ports(repository, **options), log_path=tmp_path / "server.log") as server:
