@@ -16,21 +16,12 @@ from clients.radar import RadarClient
 from clients.triton import NO_RETRY
 from kit.control.deploy import Repository, deploy
 from kit.control.profiles import load_profile
+from perf.chaos.versions import linked_export, perturbed_export
 from samples.texts import sample_texts
-from tests.conftest import ARTIFACTS
 from tests.served.doors import running_door
 from tests.served.reliability import Workers, own_server, save_result, wait_for
-from tests.served.test_canary import perturbed_artifacts
 
 CLIENTS = 64
-
-
-def linked_export(root):
-    """The export in artifacts/radar, linked under root/radar: a new version of the same model."""
-    (root / "radar").mkdir(parents=True)
-    for path in (ARTIFACTS / "radar").iterdir():
-        (root / "radar" / path.name).symlink_to(path.resolve())
-    return root
 
 
 class Load(Workers):
@@ -118,7 +109,7 @@ def test_a_version_whose_golden_set_fails_is_rolled_back_and_the_old_one_serves(
     server = updating
     repo = Repository(server.options.repository, server.options.http_url, None, print)
     before = repo.serving("radar")
-    outcome = deploy(repo, "radar", 3, perturbed_artifacts(tmp_path / "v3"), log=print)
+    outcome = deploy(repo, "radar", 3, perturbed_export(tmp_path / "v3"), log=print)
     assert not outcome.deployed and "golden set" in outcome.step and outcome.report.max_drift > outcome.report.tolerance
     assert repo.serving("radar") == before and repo.serving("radar_classifier") == before
     assert not (server.options.repository / "radar_classifier" / "3").exists()
