@@ -210,6 +210,13 @@ class Stub:
         region = next((a for a in args if a.startswith(SHM_PREFIX)), None)
         return cls(process, args[-2], region, args[1])
 
+    def serves_an_instance(self) -> bool:
+        """Whether the stub runs a model instance. Loading a version, Triton first runs a stub of its own named as the
+        model (not as an instance: `radar_classifier`, not `radar_classifier_0_1`) to complete the config, which exits
+        once done: that one's end is no death (seen: a supervisor that counted it restarted the server mid-deploy)."""
+        parts = PurePath(self.model_py).parts
+        return len(parts) < 3 or self.instance != parts[-3]
+
     def alive(self) -> bool:
         try:
             return self.process.is_running() and self.process.status() != psutil.STATUS_ZOMBIE
@@ -275,7 +282,7 @@ class TritonServer:
             children = psutil.Process(self.process.pid).children()
         except psutil.NoSuchProcess:
             return self.stubs
-        found = [stub for stub in map(Stub.from_process, children) if stub is not None]
+        found = [stub for stub in map(Stub.from_process, children) if stub is not None and stub.serves_an_instance()]
         pids = {stub.process.pid for stub in found}
         return found + [stub for stub in self.stubs if stub.process.pid not in pids and (stub.dead() or stub.alive())]
 

@@ -6,7 +6,9 @@ tests run in order on one server: the rollback and the restart start from the ve
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ from clients.radar import RadarClient
 from clients.triton import NO_RETRY
 from kit.control.deploy import Repository, deploy
 from kit.control.profiles import load_profile
+from kit.control.runtime import Supervisor
 from perf.chaos.versions import linked_export, perturbed_export
 from samples.texts import sample_texts
 from tests.served.doors import running_door
@@ -65,6 +68,20 @@ def door_canary(door) -> dict:
     return urllib3.request("GET", f"{door.url}/health/ready", timeout=10).json()["canary"]
 
 
+@contextlib.contextmanager
+def watched(server) -> Iterator[list[str]]:
+    """The kit's supervisor polling `server` every 50 ms meanwhile; its lines (a restart's among them)."""
+    lines: list[str] = []
+    stop = threading.Event()
+    supervising = threading.Thread(target=Supervisor(server, poll=0.05, log=lines.append).run, args=(stop,))
+    supervising.start()
+    try:
+        yield lines
+    finally:
+        stop.set()
+        supervising.join()
+
+
 @pytest.fixture(scope="module")
 def updating(tmp_path_factory):
     with own_server(tmp_path_factory.mktemp("update")) as server:
@@ -79,7 +96,8 @@ def test_radar_is_updated_under_load_with_nothing_lost_and_the_door_learns_of_it
         assert door_canary(door)["version"] == "1"
         with Load(server.options.grpc_url, reference, texts) as load:
             assert wait_for(lambda: load.answered >= CLIENTS, 60), load.errors[:3]
-            outcome = deploy(repo, "radar", 2, linked_export(tmp_path / "v2"), log=print)
+            with watched(server) as restarts:  # as `make serve` runs it: the supervisor polls while the deploy loads
+                outcome = deploy(repo, "radar", 2, linked_export(tmp_path / "v2"), log=print)
             settled = load.answered
             assert wait_for(lambda: load.answered >= settled + CLIENTS, 60), "answers go on after the switch"
         figures = {
@@ -96,6 +114,7 @@ def test_radar_is_updated_under_load_with_nothing_lost_and_the_door_learns_of_it
         assert load.sent - load.answered <= CLIENTS, "only the requests in flight at the stop are unanswered"
         assert repo.serving("radar") == [2] and repo.serving("radar_classifier") == [2]
         assert server.dead_stubs() == [], "the retired version's stubs were reaped, not left dead: no restart"
+        assert restarts == [], "the supervisor took a stub that a load starts and ends (the config's) for a dead one"
         models = load_profile("cpu")["models"]
         stubs = models["radar_texts"]["instances"] + models["radar_classifier"]["instances"]
         assert len(server.stubs) >= stubs, f"the new version's stubs are watched: radar_texts' and the classifier's {stubs}"
