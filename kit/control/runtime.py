@@ -314,10 +314,13 @@ class TritonServer:
         return answers_ok(f"http://{self.options.http_url}/v2/models/{model}/versions/{version}/ready")
 
     def wait_ready(self, timeout: float) -> None:
+        """Records the stubs as they start, so that one that dies before the server is ready is known: its command
+        line can no longer be read once it has died, and a dead stub nobody knew of would never be replaced."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise ServerError(f"tritonserver exited with code {self.process.returncode}{self._log_hint()}")
+            self.stubs = self.current_stubs()
             if self.is_ready():
                 return
             time.sleep(0.25)

@@ -18,10 +18,12 @@ import pytest
 from clients.radar import RadarClient
 from clients.triton import NO_RETRY, RetryPolicy
 from kit.control import healthcheck
-from kit.control.runtime import Supervisor
+from kit.control.repository import build
+from kit.control.runtime import ServerOptions, Supervisor, TritonServer
 from samples.texts import sample_texts
+from tests.conftest import ARTIFACTS
 from tests.served.doors import running_door
-from tests.served.reliability import Workers, own_server, save_result, wait_for
+from tests.served.reliability import RADAR_MODELS, Workers, own_server, save_result, source_with, wait_for
 
 # Enough retries to ride out a restart: several seconds on 2 cores, 23 s seen while another job
 # shared them; full jitter makes this about 35 s of retrying on average.
@@ -205,3 +207,60 @@ def test_http_body_of_a_million_chunks_crashes_triton_2_51_and_the_supervisor_re
     assert server.process.pid != pid and server.is_ready(), events
     assert any("exited with code -11" in line for _, line in events), events
     save_result("fault_http_chunked_crash", {"ready_again_s": round(time.monotonic() - sent, 2)})
+
+
+# A model whose load waits while its `hold` file exists, so that the server is not ready until the test says so.
+HELD_LOAD_CONFIG = """name: "held_load"
+backend: "python"
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]
+parameters { key: "hold" value { string_value: "%s" } }
+"""
+HELD_LOAD_PY = """import json
+import time
+from pathlib import Path
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        hold = Path(json.loads(args["model_config"])["parameters"]["hold"]["string_value"])
+        while hold.exists():
+            time.sleep(0.05)
+
+    def execute(self, requests):
+        return []
+"""
+
+
+def test_a_stub_that_dies_before_the_server_is_ready_is_found_dead(tmp_path, radar_artifacts):
+    """The server records its stubs while it waits for readiness: one killed then is a dead stub once the server is
+    ready (its command line, which names its instance, cannot be read after its death), so a supervisor restarts the
+    server instead of leaving that instance failing every request routed to it."""
+    repository = tmp_path / "repository"
+    build("cpu", repository, ARTIFACTS, source=source_with(RADAR_MODELS, tmp_path / "source"))
+    hold = tmp_path / "hold"
+    hold.touch()
+    (repository / "held_load" / "1").mkdir(parents=True)
+    (repository / "held_load" / "config.pbtxt").write_text(HELD_LOAD_CONFIG % hold)
+    (repository / "held_load" / "1" / "model.py").write_text(HELD_LOAD_PY)
+    server = TritonServer(ServerOptions.on_free_ports(repository), log_path=tmp_path / "server.log")
+    starting = threading.Thread(target=server.start)
+    starting.start()
+    try:
+        log = tmp_path / "server.log"
+        loaded = lambda: log.exists() and "successfully loaded 'radar_classifier'" in log.read_text()  # noqa: E731
+        assert wait_for(loaded, 120, every=0.1), "radar_classifier did not load"
+        known = lambda: next((s for s in server.stubs if s.instance.startswith("radar_classifier")), None)  # noqa: E731
+        assert wait_for(lambda: known() is not None, 30), "the server recorded no stub while it loaded"
+        victim = known()
+        victim.process.kill()
+        assert wait_for(victim.died, 10)
+    finally:
+        hold.unlink()
+        starting.join()
+    try:
+        assert server.is_ready()
+        assert victim.instance in server.dead_stubs(), server.stubs
+    finally:
+        server.stop()
+    assert not os.path.exists(f"/dev/shm/{victim.shm_region}"), "the killed stub's shared memory was left behind"
