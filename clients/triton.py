@@ -145,15 +145,20 @@ class ThreadLocalClients:
 # expired") and sends no Retry-After; a restarting server refuses connections. None of these did any
 # work, and inference has no side effects, so they are safe to retry. INVALID_ARG / 400 never is.
 RETRYABLE_STATUSES = frozenset({"StatusCode.UNAVAILABLE", "503"})
+# A request routed to a model instance whose Python stub died fails with this (INTERNAL / 500 from the model itself,
+# UNAVAILABLE where an entry model relays it): the kit's supervisor restarts the server within seconds, and the door
+# answers the same error with 503 and Retry-After, so it is retried like a restarting server.
+STUB_DIED = "is not healthy"
 
 
 def is_retryable(exc: BaseException) -> bool:
-    """True for overload and unreachable-server errors; false for bad input and server bugs.
+    """True for overload, unreachable-server and dead-stub errors; false for bad input and server bugs.
 
     gRPC also answers a call to an admin endpoint without its key with UNAVAILABLE: not retried.
     """
     if isinstance(exc, InferenceServerException):
-        return exc.status() in RETRYABLE_STATUSES and "is restricted" not in (exc.message() or "")
+        message = exc.message() or ""
+        return (exc.status() in RETRYABLE_STATUSES and "is restricted" not in message) or STUB_DIED in message
     return isinstance(exc, ConnectionError)
 
 
