@@ -11,9 +11,11 @@ import socket
 import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 
 from clients.radar import RadarClient
 from clients.triton import NO_RETRY, RetryPolicy
@@ -210,6 +212,29 @@ def test_http_body_of_a_million_chunks_crashes_triton_2_51_and_the_supervisor_re
     assert server.process.pid != pid and server.is_ready(), events
     assert any("exited with code -11" in line for _, line in events), events
     save_result("fault_http_chunked_crash", {"ready_again_s": round(time.monotonic() - sent, 2)})
+
+
+def test_a_retrying_client_rides_out_its_model_unloaded_and_loaded_again(supervised, reference):
+    """A stopping server unloads its models while it still answers, for the seconds a restart (or a rolling update)
+    takes: a request then finds its model with no version loaded (NOT_FOUND). Here the model is unloaded and loaded
+    again through the repository API; the client retries until it is back and gets the right answer."""
+    server, _ = supervised
+    admin = grpcclient.InferenceServerClient(server.options.grpc_url)
+    client = RadarClient(server.options.grpc_url, "grpc", retry=PATIENT)
+    text = sample_texts(1, 200, 600, seed=45)[0]
+    admin.unload_model("radar")
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(client.classify, text)
+            assert wait_for(lambda: client.retries.count > 0 or answer.done(), 60), "the request was neither tried nor answered"
+            admin.load_model("radar")
+            result = answer.result()
+    finally:
+        admin.load_model("radar")
+        admin.close()
+        client.close()
+    assert client.retries.count > 0
+    np.testing.assert_allclose(result.chunk_scores, [reference(text[s:e]) for s, e in result.chunk_spans], atol=1e-4, rtol=0)
 
 
 # A model whose load waits while its `hold` file exists, so that the server is not ready until the test says so.
