@@ -144,3 +144,28 @@ def test_a_restarted_server_serves_the_deployed_version(updating):
     repo = Repository(server.options.repository, server.options.http_url, None, print)
     assert wait_for(lambda: repo.serving("radar") == [2], 10, every=0.5), repo.serving("radar")
     assert repo.serving("radar_classifier") == [2]
+
+
+def test_a_deploy_that_a_restart_cuts_short_rolls_back_once_the_server_is_back(tmp_path, reference):
+    """The server dies as the deploy loads the new radar (its config on disk already names it), and the supervisor
+    restarts it on the configs on disk, the new radar among them: the deploy waits for it and rolls back, step by step
+    as it went up, and the old version serves and answers right."""
+    step = "loading radar [2]"
+    killed = []
+
+    def log(line: str) -> None:
+        print(line)
+        if line == step and not killed:
+            killed.append(server.process.pid)
+            server.process.kill()
+
+    with own_server(tmp_path / "server") as server, watched(server) as lines:
+        repo = Repository(server.options.repository, server.options.http_url, None, log)
+        outcome = deploy(repo, "radar", 2, linked_export(tmp_path / "v2"), log=log)
+        assert killed and any("exited with code -9" in line for line in lines), lines
+        assert not outcome.deployed and "went away" in outcome.step, outcome.step
+        assert repo.serving("radar") == [1] and repo.serving("radar_classifier") == [1]
+        assert not (server.options.repository / "radar" / "2").exists()
+        text = sample_texts(1, 150, 400, seed=27)[0]
+        result = RadarClient(server.options.grpc_url, "grpc").classify(text)
+    np.testing.assert_allclose(result.chunk_scores, [reference(text[s:e]) for s, e in result.chunk_spans], atol=1e-4)
