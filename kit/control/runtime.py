@@ -185,6 +185,7 @@ def server_env() -> dict[str, str]:
 
 
 STUB_NAME = "triton_python_backend_stub"
+REPLACED_S = 3.0  # how long a reload may take to start an instance's new stub after its old one has gone
 SHM_PREFIX = "triton_python_backend_shm_region"
 
 
@@ -197,6 +198,7 @@ class Stub:
     shm_region: str | None
     model_py: str = ""  # <repository>/<model>/<version>/model.py: which version the instance serves
     reaped: bool = False  # gone while its version still served, with nothing in its place: it died
+    gone_since: float | None = None  # when it was first found gone while its version still served
 
     @classmethod
     def from_process(cls, process: psutil.Process) -> Stub | None:
@@ -293,16 +295,19 @@ class TritonServer:
         """Instances whose stub process died. Triton >= 24.06 does not restart them and keeps
         reporting the server and the model ready, while requests sent to that instance fail. A dead stub
         is a zombie until Triton checks the instance's health, which reaps it (waitpid): so a stub that is
-        gone while its version still serves, and no stub took its place (a reload starts one for the same
-        instance and version), died too; an unload takes the version out of readiness before its stubs go."""
+        gone while its version still serves, and no stub took its place within REPLACED_S (a reload starts one
+        for the same instance and version, after the old one has gone: seen under load while a deploy loaded an
+        ensemble), died too; an unload takes the version out of readiness before its stubs go."""
         previous = self.stubs
         self.stubs = self.current_stubs()
         serving = {(stub.model_py, stub.instance) for stub in self.stubs}
+        now = time.monotonic()
         for stub in previous:
             if stub in self.stubs or (stub.model_py, stub.instance) in serving or stub.died():
                 continue
             if stub.reaped or self.version_ready(stub):
-                stub.reaped = True
+                stub.gone_since = stub.gone_since or now
+                stub.reaped = now - stub.gone_since >= REPLACED_S
                 self.stubs.append(stub)
         return [stub.instance for stub in self.stubs if stub.dead()]
 
