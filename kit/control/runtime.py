@@ -337,7 +337,10 @@ class TritonServer:
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGINT lets Triton unload models and stop its stubs; SIGKILL only if it hangs (it waits out
-        its whole exit timeout when a stub has died)."""
+        its whole exit timeout when a stub has died). Every stub it has now is reaped after it, those of versions
+        loaded since it started too (kit.control.deploy): Triton's own stop leaves their /dev/shm regions behind."""
+        if self.process is not None:
+            self.stubs = self.current_stubs()
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
             try:

@@ -7,6 +7,7 @@ tests run in order on one server: the rollback and the restart start from the ve
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator
 
@@ -138,8 +139,11 @@ def test_a_version_whose_golden_set_fails_is_rolled_back_and_the_old_one_serves(
 
 
 def test_a_restarted_server_serves_the_deployed_version(updating):
+    """And its stop leaves no /dev/shm region behind, those of the stubs the deploys started included."""
     server = updating
+    regions = [stub.shm_region for stub in server.current_stubs() if stub.shm_region]
     server.stop()
+    assert [region for region in regions if os.path.exists(f"/dev/shm/{region}")] == []
     server.start()
     repo = Repository(server.options.repository, server.options.http_url, None, print)
     assert wait_for(lambda: repo.serving("radar") == [2], 10, every=0.5), repo.serving("radar")
