@@ -197,8 +197,7 @@ class Stub:
     instance: str
     shm_region: str | None
     model_py: str = ""  # <repository>/<model>/<version>/model.py: which version the instance serves
-    reaped: bool = False  # gone while its version still served, with nothing in its place: it died
-    gone_since: float | None = None  # when it was first found gone while its version still served
+    ended_at: float | None = None  # when it was first found ended while its version served, with nothing in its place
 
     @classmethod
     def from_process(cls, process: psutil.Process) -> Stub | None:
@@ -225,17 +224,9 @@ class Stub:
         except psutil.NoSuchProcess:
             return False
 
-    def died(self) -> bool:
-        """A zombie: it exited and the server has not reaped it yet. A stub that is gone altogether was reaped,
-        by an unload (no death) or by Triton's health check of a dead one: TritonServer.dead_stubs tells which."""
-        try:
-            return self.process.status() == psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return False
-
     def dead(self) -> bool:
-        """Died: a zombie, or reaped by Triton while its version still served (TritonServer.dead_stubs)."""
-        return self.reaped or self.died()
+        """Ended for REPLACED_S while its version served, and nothing took its place (TritonServer.dead_stubs)."""
+        return self.ended_at is not None and time.monotonic() - self.ended_at >= REPLACED_S
 
 
 def answers_ok(url: str, timeout: float = 2) -> bool:
@@ -277,38 +268,38 @@ class TritonServer:
         return self
 
     def current_stubs(self) -> list[Stub]:
-        """The server's stubs now, as models load and unload versions while it runs (kit.control.deploy),
-        and the known ones that died (a zombie's command line can no longer be read, so it is kept from before) or
-        still run outside the server's tree: a killed server's orphans, which a restart must still reap."""
+        """The server's stubs now, as models load and unload versions while it runs (kit.control.deploy), and the
+        known ones that have ended (a zombie's command line can no longer be read, so it is kept from before, until
+        dead_stubs judges its end) or still run outside the server's tree: a killed server's orphans, which a
+        restart must still reap."""
         try:
             children = psutil.Process(self.process.pid).children()
         except psutil.NoSuchProcess:
             return self.stubs
         found = [stub for stub in map(Stub.from_process, children) if stub is not None and stub.serves_an_instance()]
         pids = {stub.process.pid for stub in found}
-        return found + [stub for stub in self.stubs if stub.process.pid not in pids and (stub.dead() or stub.alive())]
+        return found + [stub for stub in self.stubs if stub.process.pid not in pids]
 
     def is_ready(self) -> bool:
         return answers_ok(f"http://{self.options.http_url}/v2/health/ready")
 
     def dead_stubs(self) -> list[str]:
-        """Instances whose stub process died. Triton >= 24.06 does not restart them and keeps
-        reporting the server and the model ready, while requests sent to that instance fail. A dead stub
-        is a zombie until Triton checks the instance's health, which reaps it (waitpid): so a stub that is
-        gone while its version still serves, and no stub took its place within REPLACED_S (a reload starts one
-        for the same instance and version, after the old one has gone: seen under load while a deploy loaded an
-        ensemble), died too; an unload takes the version out of readiness before its stubs go."""
+        """Instances whose stub process died. Triton >= 24.06 does not restart them and keeps reporting the server
+        and the model ready, while requests sent to that instance fail. A stub that has ended (a zombie, or gone:
+        Triton reaps a dead stub when it checks the instance's health) died if its version still serves and no stub
+        has taken its place for REPLACED_S: an unload takes the version out of readiness as its stubs end, and a
+        reload starts a new stub for the same instance and version, sometimes a moment after the old one ended (seen
+        under load while a deploy loaded an ensemble, and when it retired a texts model's old version)."""
         previous = self.stubs
-        self.stubs = self.current_stubs()
+        current = self.current_stubs()
+        self.stubs = [stub for stub in current if stub.alive()]
         serving = {(stub.model_py, stub.instance) for stub in self.stubs}
         now = time.monotonic()
-        for stub in previous:
-            if stub in self.stubs or (stub.model_py, stub.instance) in serving or stub.died():
-                continue
-            if stub.reaped or self.version_ready(stub):
-                stub.gone_since = stub.gone_since or now
-                stub.reaped = now - stub.gone_since >= REPLACED_S
-                self.stubs.append(stub)
+        for stub in {stub.process.pid: stub for stub in [*previous, *current]}.values():
+            if stub.alive() or (stub.model_py, stub.instance) in serving or not self.version_ready(stub):
+                continue  # running, replaced by a reload, or ended by an unload
+            stub.ended_at = stub.ended_at or now
+            self.stubs.append(stub)
         return [stub.instance for stub in self.stubs if stub.dead()]
 
     def version_ready(self, stub: Stub) -> bool:

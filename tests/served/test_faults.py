@@ -279,13 +279,13 @@ def test_a_stub_that_dies_before_the_server_is_ready_is_found_dead(tmp_path, rad
         assert wait_for(lambda: known() is not None, 30), "the server recorded no stub while it loaded"
         victim = known()
         victim.process.kill()
-        assert wait_for(victim.died, 10)
+        assert wait_for(lambda: not victim.alive(), 10)
     finally:
         hold.unlink()
         starting.join()
     try:
         assert server.is_ready()
-        assert victim.instance in server.dead_stubs(), server.stubs
+        assert wait_for(lambda: victim.instance in server.dead_stubs(), 30), server.stubs
     finally:
         server.stop()
     assert not os.path.exists(f"/dev/shm/{victim.shm_region}"), "the killed stub's shared memory was left behind"
