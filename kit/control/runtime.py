@@ -224,6 +224,12 @@ class Stub:
         except psutil.NoSuchProcess:
             return False
 
+    def remove_region(self) -> None:
+        """Its /dev/shm region, which outlives a stub that was killed (1 MiB or more, until reboot)."""
+        if self.shm_region:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"/dev/shm/{self.shm_region}")
+
     def dead(self) -> bool:
         """Ended for REPLACED_S while its version served, and nothing took its place (TritonServer.dead_stubs)."""
         return self.ended_at is not None and time.monotonic() - self.ended_at >= REPLACED_S
@@ -296,8 +302,11 @@ class TritonServer:
         serving = {(stub.model_py, stub.instance) for stub in self.stubs}
         now = time.monotonic()
         for stub in {stub.process.pid: stub for stub in [*previous, *current]}.values():
-            if stub.alive() or (stub.model_py, stub.instance) in serving or not self.version_ready(stub):
-                continue  # running, replaced by a reload, or ended by an unload
+            if stub.alive():
+                continue
+            if (stub.model_py, stub.instance) in serving or not self.version_ready(stub):
+                stub.remove_region()  # replaced by a reload or ended by an unload: a stub killed meanwhile left it
+                continue
             stub.ended_at = stub.ended_at or now
             self.stubs.append(stub)
         return [stub.instance for stub in self.stubs if stub.dead()]
@@ -357,9 +366,7 @@ class TritonServer:
                 with contextlib.suppress(psutil.NoSuchProcess):
                     stub.process.kill()
         for stub in self.stubs:
-            if stub.shm_region:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(f"/dev/shm/{stub.shm_region}")
+            stub.remove_region()
         self.stubs = []
 
     def __enter__(self) -> TritonServer:

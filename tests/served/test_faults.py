@@ -20,6 +20,7 @@ import tritonclient.grpc as grpcclient
 from clients.radar import RadarClient
 from clients.triton import NO_RETRY, RetryPolicy
 from kit.control import healthcheck
+from kit.control.deploy import Repository
 from kit.control.repository import build
 from kit.control.runtime import ServerOptions, Supervisor, TritonServer
 from samples.texts import sample_texts
@@ -289,3 +290,18 @@ def test_a_stub_that_dies_before_the_server_is_ready_is_found_dead(tmp_path, rad
     finally:
         server.stop()
     assert not os.path.exists(f"/dev/shm/{victim.shm_region}"), "the killed stub's shared memory was left behind"
+
+
+def test_a_killed_stub_that_a_reload_replaces_leaves_no_region_behind(tmp_path, radar_artifacts):
+    """A killed stub's /dev/shm region outlives it; when a reload (here the classifier scaled to one more instance, as
+    an operator would) replaces it rather than a restart, the server's next look at its stubs removes it."""
+    with own_server(tmp_path) as server:
+        victim = next(stub for stub in server.stubs if stub.instance.startswith("radar_classifier"))
+        victim.process.kill()
+        assert wait_for(lambda: not victim.alive(), 10)
+        repo = Repository(server.options.repository, server.options.http_url, None, print)
+        scaled = repo.config_on_disk("radar_classifier")
+        scaled.instance_group[0].count += 1
+        repo.load(scaled)
+        assert server.dead_stubs() == [], "a stub the reload replaced is no death"
+        assert not os.path.exists(f"/dev/shm/{victim.shm_region}"), "the killed stub's shared memory was left behind"
