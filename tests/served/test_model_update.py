@@ -139,13 +139,17 @@ def test_a_version_whose_golden_set_fails_is_rolled_back_and_the_old_one_serves(
 
 
 def test_a_restarted_server_serves_the_deployed_version(updating):
-    """And its stop leaves no /dev/shm region behind, those of the stubs the deploys started included."""
+    """And its stop leaves no /dev/shm region behind, those of stubs started since it started included: here the
+    classifier's version 2 reloaded with one more instance, as an operator would scale it, unseen by any poll."""
     server = updating
+    repo = Repository(server.options.repository, server.options.http_url, None, print)
+    scaled = repo.config_on_disk("radar_classifier")
+    scaled.instance_group[0].count += 1
+    repo.load(scaled)
     regions = [stub.shm_region for stub in server.current_stubs() if stub.shm_region]
     server.stop()
     assert [region for region in regions if os.path.exists(f"/dev/shm/{region}")] == []
     server.start()
-    repo = Repository(server.options.repository, server.options.http_url, None, print)
     assert wait_for(lambda: repo.serving("radar") == [2], 10, every=0.5), repo.serving("radar")
     assert repo.serving("radar_classifier") == [2]
 
