@@ -337,15 +337,19 @@ class TritonServer:
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGINT lets Triton unload models and stop its stubs; SIGKILL only if it hangs (it waits out
-        its whole exit timeout when a stub has died). Every stub it has now is reaped after it, those of versions
-        loaded since it started too (kit.control.deploy): Triton's own stop leaves their /dev/shm regions behind."""
+        its whole exit timeout when a stub has died). Every stub it has meanwhile is reaped after it, those of
+        versions loaded since it started (kit.control.deploy) and of a load it still takes as it stops (seen: a
+        deploy's load, taken after SIGINT, started stubs that the SIGKILL killed) too: Triton's own stop leaves
+        their /dev/shm regions behind."""
         if self.process is not None:
             self.stubs = self.current_stubs()
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
+            deadline = time.monotonic() + timeout
+            while self.process.poll() is None and time.monotonic() < deadline:
+                self.stubs = self.current_stubs()
+                time.sleep(0.1)
+            if self.process.poll() is None:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
         self._reap_stubs()

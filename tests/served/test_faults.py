@@ -5,6 +5,7 @@ the same client also goes through the front door (503 with Retry-After meanwhile
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -305,3 +306,33 @@ def test_a_killed_stub_that_a_reload_replaces_leaves_no_region_behind(tmp_path, 
         repo.load(scaled)
         assert server.dead_stubs() == [], "a stub the reload replaced is no death"
         assert not os.path.exists(f"/dev/shm/{victim.shm_region}"), "the killed stub's shared memory was left behind"
+
+
+def test_the_stubs_of_a_load_in_flight_as_the_server_stops_leave_no_region_behind(tmp_path, radar_artifacts):
+    """A load that Triton has begun may go on after SIGINT while the stop waits out its grace (a dead stub keeps Triton
+    from exiting sooner): a deploy's load racing the supervisor's restart, seen in the chaos run. The stubs it starts
+    then are killed with the server, and reaped with it (without the fix, one run of two left three regions)."""
+    with own_server(tmp_path) as server:
+        dead = next(stub for stub in server.stubs if stub.instance.startswith("radar_texts"))
+        dead.process.kill()
+        assert wait_for(lambda: not dead.alive(), 10)
+        repo = Repository(server.options.repository, server.options.http_url, None, print)
+        scaled = repo.config_on_disk("radar_classifier")
+        scaled.instance_group[0].count += 1
+        before = {stub.process.pid for stub in server.current_stubs()}
+        log = tmp_path / "server.log"
+        started: dict[int, str] = {}
+        with ThreadPoolExecutor(1) as pool:
+            loading = pool.submit(repo.load, scaled)
+            assert wait_for(lambda: "loading: radar_classifier:1" in log.read_text(), 30)
+            stop = threading.Thread(target=server.stop, args=(8.0,))
+            stop.start()
+            while stop.is_alive():  # what the test sees of the new stubs, as the server may not
+                for stub in server.current_stubs():
+                    if stub.process.pid not in before and stub.shm_region:
+                        started[stub.process.pid] = stub.shm_region
+                time.sleep(0.05)
+            with contextlib.suppress(Exception):  # the load may end either way as the server goes
+                loading.result()
+        # Whether the load gets to start its stubs before the server goes is the server's race; none is left if it did.
+        assert [region for region in started.values() if os.path.exists(f"/dev/shm/{region}")] == []
