@@ -295,16 +295,22 @@ class TritonServer:
         Triton reaps a dead stub when it checks the instance's health) died if its version still serves and no stub
         has taken its place for REPLACED_S: an unload takes the version out of readiness as its stubs end, and a
         reload starts a new stub for the same instance and version, sometimes a moment after the old one ended (seen
-        under load while a deploy loaded an ensemble, and when it retired a texts model's old version)."""
+        under load while a deploy loaded an ensemble, and when it retired a texts model's old version). Only a stub
+        started after it takes its place: an older one of the same name still running (a reload's old instance not yet
+        gone) would otherwise hide its death for good."""
         previous = self.stubs
         current = self.current_stubs()
         self.stubs = [stub for stub in current if stub.alive()]
-        serving = {(stub.model_py, stub.instance) for stub in self.stubs}
+        newest: dict[tuple[str, str], float] = {}  # each instance's newest live stub's start
+        for stub in self.stubs:
+            key = (stub.model_py, stub.instance)
+            newest[key] = max(newest.get(key, 0.0), stub.process.create_time())
         now = time.monotonic()
         for stub in {stub.process.pid: stub for stub in [*previous, *current]}.values():
             if stub.alive():
                 continue
-            if (stub.model_py, stub.instance) in serving or not self.version_ready(stub):
+            replaced = newest.get((stub.model_py, stub.instance), 0.0) > stub.process.create_time()
+            if replaced or not self.version_ready(stub):
                 stub.remove_region()  # replaced by a reload or ended by an unload: a stub killed meanwhile left it
                 continue
             stub.ended_at = stub.ended_at or now
