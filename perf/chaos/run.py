@@ -136,6 +136,7 @@ def run(options: Options, log=print) -> dict:
         seconds = time.monotonic() - start
         ready = report.wait_ready(watch, READY_WAIT_S)
         serving = Repository(kit.repository, kit.server.options.http_url, None, log).serving("radar")
+        stubs_at_end = kit.describe()
         watch.stop()
     finally:
         kit.stop()
@@ -149,6 +150,7 @@ def run(options: Options, log=print) -> dict:
         "supervisor": report.supervisor_figures(kit.events, start),
         "memory": watch.memory_figures(start + SETTLE_S),
         "ready_at_end": ready,
+        "stubs_at_end": stubs_at_end,
         "radar_serves": serving,
         "left_behind": kit.left_behind(),
         "supervisor_failure": kit.failure,

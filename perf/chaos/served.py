@@ -83,6 +83,15 @@ class ServedKit:
                 seen[1] = now
         return [stub for stub in current if stub.alive()]
 
+    def describe(self) -> list[str]:
+        """The server's stubs as its supervisor knows them, and those running now: what a verdict that found the kit
+        not ready at the end needs to say why."""
+        known = [
+            f"known: {s.instance} of {s.model_py} pid {s.process.pid} alive {s.alive()} ended {s.ended_at}"
+            for s in self.server.stubs
+        ]
+        return known + [f"running: {s.instance} of {s.model_py} pid {s.process.pid}" for s in self.seen()]
+
     def regions(self) -> set[str]:
         return {stub.shm_region for stub in self.stubs.values() if stub.shm_region}
 
