@@ -89,10 +89,8 @@ class Gate:
         return path.stat().st_size if path.exists() else 0
 
     def pending(self, server) -> int:
-        """Requests waiting in the gate's queue: Triton's own gauge."""
-        body = urllib.request.urlopen(server.options.metrics_url, timeout=10).read().decode()
-        found = re.search(rf'nv_inference_pending_request_count\{{model="{self.name}",version="1"\}} (\S+)', body)
-        return int(float(found.group(1))) if found else 0
+        """Requests waiting in the gate's queue."""
+        return pending(server, self.name)
 
     def holds(self, server) -> int:
         """Requests the closed gate holds: the one in execute and those in its queue (arrivals count from `closed`)."""
@@ -112,3 +110,10 @@ class Gate:
         ended = [future.exception() or future.result() for future in held if future.done()]
         assert not ended, f"a request that should be held was answered or refused: {ended[0]!r}"
         return held
+
+
+def pending(server, model: str) -> int:
+    """Requests waiting in `model`'s queue (version 1): Triton's own gauge."""
+    body = urllib.request.urlopen(server.options.metrics_url, timeout=10).read().decode()
+    found = re.search(rf'nv_inference_pending_request_count\{{model="{model}",version="1"\}} (\S+)', body)
+    return int(float(found.group(1))) if found else 0
