@@ -42,7 +42,7 @@ help: ## show this help
 		END { for (i = 1; i <= n; i++) printf "  make %-22s %s\n", order[i], text[order[i]] }' $(MAKEFILE_LIST)
 
 serve: $(VENV)/serve/.installed export ## export if needed, build the CPU repository, run tritonserver on 127.0.0.1:8000/8001/8002
-	$(SERVE_PY) -m kit.control.serve $(SERVE_ARGS)
+	$(SERVE_PY) -m kit.server.serve $(SERVE_ARGS)
 
 test: lint test-export test-serve gpu-dry-run ## set everything up, then lint, run the whole test suite against a real tritonserver and rehearse the GPU run on this CPU
 
@@ -99,7 +99,7 @@ $(RESNET_ONNX): export/resnet.py export/onnx_validate.py kit/runners/torch_model
 	$(EXPORT_PY) -m export.resnet $(if $(RESNET_MODEL),--model $(RESNET_MODEL)) --out $(ARTIFACTS)/resnet50
 	echo "$(RESNET_MODEL)" > $(ARTIFACTS)/resnet50/.source
 
-$(RESNET_COST): $(RESNET_ONNX) export/resnet_cost.py model_repository/profiles/cpu.json | $(VENV)/serve/.installed
+$(RESNET_COST): $(RESNET_ONNX) export/resnet_cost.py | $(VENV)/serve/.installed
 	$(SERVE_PY) -m export.resnet_cost --model $(ARTIFACTS)/resnet50/model.onnx --out $@
 
 .PHONY: perf-resnet perf-resnet-quick
@@ -185,7 +185,7 @@ $(PERF_MODEL): $(PERF_CHECKPOINT)/config.json $(RADAR_EXPORT_CODE) | $(VENV)/exp
 	$(EXPORT_PY) -m export.text_model $(PERF_EXPORT_ARGS) --out $(ARTIFACTS)/radar-large
 	echo "$(strip $(PERF_EXPORT_ARGS))" > $(ARTIFACTS)/radar-large/.source
 
-# A new version of a text model under load (kit.control.deploy, docs/RELIABILITY.md): NAME=radar VERSION=2
+# A new version of a text model under load (kit.server.deploy, docs/RELIABILITY.md): NAME=radar VERSION=2
 # FROM=DIR, where DIR holds the new export as artifacts/ does (DIR/radar/...); TRITON_ADMIN_KEY where the
 # server has one. Loads it beside the serving version, checks its golden set, then retires the old one.
 NAME ?= radar
@@ -193,7 +193,7 @@ REPOSITORY ?= build/repository/cpu
 TRITON_HTTP ?= 127.0.0.1:8000
 .PHONY: deploy-model
 deploy-model: $(VENV)/serve/.installed ## load VERSION of NAME from the export in FROM into the running server, check it, then retire the old one
-	$(SERVE_PY) -m kit.control.deploy $(NAME) --version $(VERSION) --artifacts $(FROM) --repository $(REPOSITORY) --url $(TRITON_HTTP)
+	$(SERVE_PY) -m kit.server.deploy $(NAME) --version $(VERSION) --artifacts $(FROM) --repository $(REPOSITORY) --url $(TRITON_HTTP)
 
 # GPU deployment (docs/GPU.md): built and checked offline here, run on a GPU host. TRITON_RELEASE is the
 # Triton container release (24.10 = tritonserver 2.51.0, the embedded server's version), exported to
@@ -220,7 +220,7 @@ compose-config: deploy-deps ## validate docker-compose.yml offline (no Docker en
 
 tensorrt: $(VENV)/serve/.installed $(RADAR_ONNX) ## build RADAR's TensorRT engine with an FP16 accuracy check (GPU + TensorRT 10.5: see TRT_RUN)
 	$(TRT_RUN) --onnx $(ARTIFACTS)/radar/model.onnx --out $(ARTIFACTS)/radar/model.plan \
-		$$($(SERVE_PY) -m kit.control.gpu_profile trt-shapes radar_classifier) \
+		$$($(SERVE_PY) -m kit.control.repository trt-shapes radar_classifier) \
 		--int-high $$($(SERVE_PY) -c 'from tokenizers import Tokenizer; print(Tokenizer.from_file("$(ARTIFACTS)/radar/tokenizer.json").get_vocab_size())')
 
 deploy-deps: ## Debian's docker-compose, to validate docker-compose.yml offline (installed only when missing; needs root)
@@ -247,7 +247,7 @@ soak: $(VENV)/serve/.installed export ## 10-minute soak of the kit, then of the 
 	KIT_SOAK_SECONDS=600 $(SERVE_PY) -m pytest tests/served/test_soak.py -q -s $(PYTEST_ARGS)
 
 peak: $(VENV)/serve/.installed export ## 4,000 requests at once per protocol, past radar's queue bound of 2,048
-	$(SERVE_PY) -m kit.control.reply_buffer
+	$(SERVE_PY) -m kit.server.reply_buffer
 	KIT_PEAK_REQUESTS=4000 $(SERVE_PY) -m pytest tests/served/test_peak.py -q -s $(PYTEST_ARGS)
 
 fuzz: $(VENV)/serve/.installed export ## 5,000 malformed requests per protocol against a server of its own
@@ -277,9 +277,10 @@ perf-ocr-rendered: $(VENV)/serve/.installed $(OCR_ONNX) system-deps ## OCR serve
 
 # The GPU run (docs/GPU.md): one device call runs `bash deploy/gpu_host/run.sh` on the GPU host with the carry that
 # gpu-carry builds in .gpu/ (ignored): the perf spec `gpu` on the engine. gpu-dry-run runs the same script and code
-# on this CPU (the spec `gpu-quick`, tiny models, the PyTorch runner in FP32), and fails when any step failed or was
-# skipped: `make test` runs it, so that the GPU path cannot rot between the rare runs on a GPU host. .venv/gpu stands
-# for the host's Python: the `gpu` extra's packages, without the kit installed and without what the carry brings.
+# on this CPU (the spec `gpu-quick`: the first call's targets, steps and goals on tiny models, the PyTorch runner in
+# FP32), and fails when any step failed or was skipped or no profiler trace came back: `make test` runs it, so that
+# the GPU path cannot rot between the rare runs on a GPU host. .venv/gpu stands for the host's Python: the `gpu`
+# extra's packages, without the kit installed and without what the carry brings.
 GPU_PYTHON_VERSION ?= 3.12
 GPU_CARRY := .gpu
 GPU_DRY := build/gpu-dry-run
@@ -291,11 +292,12 @@ LOCAL_PYTHON_VERSION = $(shell $(PYTHON) -c 'import sys; print(f"{sys.version_in
 gpu-carry: ## the GPU host's carry in .gpu/: tritonserver repacked and the wheels it lacks (GPU_PYTHON_VERSION); prints its size
 	$(PYTHON) -m deploy.gpu_host.carry --python $(GPU_PYTHON_VERSION) --out $(GPU_CARRY)
 
-gpu-dry-run: $(VENV)/gpu/.installed ## deploy/gpu_host/run.sh on this CPU: the gpu-quick spec, tiny models in FP32 (a few minutes) -> build/gpu-dry-run/
+gpu-dry-run: $(VENV)/gpu/.installed ## deploy/gpu_host/run.sh on this CPU: the first GPU call on tiny models in FP32 (a few minutes) -> build/gpu-dry-run/
 	$(PYTHON) -m deploy.gpu_host.carry --python $(LOCAL_PYTHON_VERSION) --out $(GPU_DRY)-carry
 	rm -rf $(GPU_DRY)
 	GPU_PYTHON=$(VENV)/gpu/bin/python GPU_CARRY=$(GPU_DRY)-carry GPU_WORK=$(GPU_DRY)-work GPU_SPEC=gpu-quick GPU_DEVICE=cpu \
 		GPU_BUDGET_S=900 OUT=$(GPU_DRY) bash deploy/gpu_host/run.sh
+	tar -tzf $(GPU_DRY)/results.tar.gz | grep -q 'trace\.json\.gz$$' || { echo "gpu-dry-run: no profiler trace came back" >&2; exit 1; }
 
 $(VENV)/gpu/.installed: pyproject.toml requirements/gpu.lock
 	rm -rf $(VENV)/gpu && $(PYTHON) -m venv $(VENV)/gpu

@@ -26,10 +26,12 @@ from door.contract import Contract
 from door.health import readiness
 from door.intake import Intake
 from door.observe import Metrics, Observe, exposition, multiprocess
+from door.openai_api import openai_router
 from door.openapi import problems_in_their_media_type, with_schemas
 from door.problems import HANDLERS
 from door.routes import Routes
 from door.settings import DoorSettings
+from door.tei_api import tei_router
 from door.upstream import Upstream
 from kit.control.canary import Report
 
@@ -89,6 +91,10 @@ def create_app(contract: Contract, settings: DoorSettings, upstream: Upstream | 
         redirect_slashes=False,  # an API answers its exact paths; a redirected POST is no clear answer
     )
     routes = Routes(contract, settings, upstream)
+    app.include_router(openai_router(contract, settings, upstream, routes.caps))  # before /v1/<route>: its own paths
+    tei = tei_router(contract, settings, upstream, routes.caps)
+    if tei is not None:
+        app.include_router(tei)
     app.include_router(routes.router)
     app.state.upstream = upstream
 
@@ -126,7 +132,7 @@ def create_app(contract: Contract, settings: DoorSettings, upstream: Upstream | 
             CORSMiddleware,
             allow_origins=list(settings.cors_origins),
             allow_methods=["GET", "POST"],
-            allow_headers=["Content-Type", "X-API-Key", "X-Request-ID"],
+            allow_headers=["Content-Type", "X-API-Key", "Authorization", "X-Request-ID"],
             expose_headers=["X-Request-ID", "Retry-After"],
         )
     app.add_middleware(Observe, metrics=metrics)

@@ -55,7 +55,7 @@ class Canary:
         changed: Callable[[], bool] = lambda: False,
     ):
         """`changed`: whether the served model is no longer the version the last run checked, which
-        calls for a run at once (a new version loaded under load, kit.control.deploy)."""
+        calls for a run at once (a new version loaded under load, kit.server.deploy)."""
         self.golden, self.check, self.interval, self.changed = golden, check, interval, changed
         self.report: Report | None = None  # the last run that completed
         self.checked_at: float | None = None

@@ -13,7 +13,7 @@ event loop) and TCP_NODELAY on every connection (door.nodelay). API keys: $DOOR_
 (comma-separated) or $DOOR_API_KEYS_FILE (one a line); needed
 beyond loopback unless --no-api-keys. Where a served text model carries its export's golden set, the
 door runs it through Triton before it serves and every --canary-interval seconds (door.canary).
-`make serve` starts it beside Triton (kit.control.serve). With --workers N, N processes share the port
+`make serve` starts it beside Triton (kit.server.serve). With --workers N, N processes share the port
 (uvicorn's workers), each a whole door; /metrics adds up all of theirs (prometheus_client's multiprocess mode).
 """
 
@@ -32,6 +32,7 @@ from door.app import create_app
 from door.contract import ContractError, contract_from_configs, served_configs
 from door.observe import MULTIPROC_ENV
 from door.settings import DoorSettings, SettingsError, api_keys, flag_env, parse_bool
+from door.tei_api import tei_model
 
 log = logging.getLogger("door")
 
@@ -88,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = settings_from(args)
         contract = contract_from_configs(served_configs(settings.triton, args.wait))
+        tei_model(contract, settings.tei)
     except (SettingsError, ContractError) as exc:
         print(f"door: error: {exc}", file=sys.stderr)
         return 2

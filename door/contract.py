@@ -5,11 +5,12 @@ A served config that names a route (`door_route`, kit.control.specs) gets one. I
 route takes and answers (a text's score, an image's lines, every tensor by name, ...), and ANSWERS holds the
 tensors each answer feeds and reads. At start the door asks Triton for every such config, checks those tensors
 against it (a renamed tensor stops the door instead of failing every request), and parses the config's
-parameters with the model's own typed settings (kit.adapters.settings), the class its model.py reads them with:
+parameters with the model's own typed settings (kit.adapters.settings), the class its model.py reads them with,
+known from its answer:
 a text's max_text_bytes, an image's max_image_bytes and max_pixels, a pixel tensor's max_image_pixels and its
 channel count, and the golden set of the served-numerics canary that the build put on a text model
 (kit.control.canary). A model the server does not serve gets no route. The same function reads the configs a
-build writes (kit.control.repository.resolved), which is how the unit tests hold it to the committed sources.
+build writes (kit.control.repository.plan), which is how the unit tests hold it to the shipped specs.
 """
 
 from __future__ import annotations
@@ -24,7 +25,14 @@ import tritonclient.grpc as grpcclient
 from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import InferenceServerException
 
-from kit.adapters.settings import Settings, SettingsError, settings_class
+from kit.adapters.settings import (
+    ImageClassifierSettings,
+    PipelineSettings,
+    PixelClassifierSettings,
+    Settings,
+    SettingsError,
+    TextSettings,
+)
 from kit.control.canary import CanaryError, GoldenSet, golden_from_parameter
 from kit.control.configs import parameters, wire_type
 from kit.control.specs import DOOR_ANSWER, DOOR_ANSWERS, DOOR_AXES, DOOR_DESCRIPTION, DOOR_ROUTE, DOOR_SCHEMA, TENSORS
@@ -32,6 +40,18 @@ from kit.control.specs import DOOR_ANSWER, DOOR_ANSWERS, DOOR_AXES, DOOR_DESCRIP
 log = logging.getLogger("door")
 
 ANY = None  # a dimension the route takes from the config (a pixel tensor's channels)
+# The typed settings an entry of each answer reads its parameters with (kit.adapters.settings), which the door reads
+# its limits, labels and golden set from; an answer of every tensor by name needs none.
+SETTINGS: dict[str, type[Settings]] = {
+    "text-score": TextSettings,
+    "text-labels": TextSettings,
+    "text-embedding": TextSettings,
+    "text-ranking": TextSettings,
+    "image-labels": ImageClassifierSettings,
+    "image-lines": PipelineSettings,
+    "image-document": PipelineSettings,
+    "pixels-classes": PixelClassifierSettings,
+}
 
 
 class ContractError(RuntimeError):
@@ -54,11 +74,12 @@ CHUNKS = ("CHUNK_SCORES", "CHUNK_SPANS")
 ANSWERS = {
     "text-score": Spec(TEXT, ("SCORE", *CHUNKS)),
     "text-labels": Spec(TEXT, ("SCORES", *CHUNKS)),
-    "text-embedding": Spec(TEXT, ("EMBEDDING", "CHUNK_EMBEDDINGS", "CHUNK_SPANS")),
+    "text-embedding": Spec(TEXT, ("EMBEDDING", "CHUNK_EMBEDDINGS", "CHUNK_SPANS", "TOKENS")),
     "image-labels": Spec(IMAGE, ("SCORES",)),
     "image-lines": Spec(IMAGE, ("TEXTS", "SCORES", "BOXES")),
     "image-document": Spec(IMAGE, ("RESULT",)),
     "pixels-classes": Spec({"INPUT": ("TYPE_FP32", (ANY, -1, -1))}, ("PROBS",)),
+    "text-ranking": Spec({"QUERY": ("TYPE_STRING", (1,)), "DOCUMENT": ("TYPE_STRING", (1,))}, ("SCORE", *CHUNKS, "TOKENS")),
 }
 LABELLED = ("text-labels", "image-labels")  # answers by the label names in the config's `labels`
 
@@ -133,7 +154,7 @@ def served(model: str, config: mc.ModelConfig) -> Served:
     answer = params.get(DOOR_ANSWER, TENSORS)
     if answer not in DOOR_ANSWERS:
         raise ContractError(f"{model}: {DOOR_ANSWER} {answer!r} is not one of {', '.join(DOOR_ANSWERS)}")
-    kind = settings_class(params)
+    kind = SETTINGS.get(answer)
     try:
         settings = kind.from_parameters(params) if kind is not None else None
     except SettingsError as exc:

@@ -2,7 +2,7 @@
 
 Triton 24.06+ keeps answering ready while a model instance whose stub died fails every request it is
 given, so Triton's word alone is not enough. A dead stub stays a zombie child of tritonserver, which
-kit.control.healthcheck finds in /proc. The door looks only at the tritonserver that serves its gRPC
+kit.server.healthcheck finds in /proc. The door looks only at the tritonserver that serves its gRPC
 port (by the server's command line), so other servers on the machine do not count; it sees it where it
 shares the process namespace with Triton (`make serve`; `pid: service:triton` in compose;
 `shareProcessNamespace` in the pod). Where it cannot see that server, the answer says so
@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 
 from door.canary import Canary
 from door.upstream import Upstream
-from kit.control.healthcheck import dead_stubs, process_stat
+from kit.server.healthcheck import dead_stubs, process_stat
 
 DEFAULT_GRPC_PORT = "8001"  # Triton's, when its command line names none
 

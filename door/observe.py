@@ -92,6 +92,20 @@ class Observe:
         scope.setdefault("state", {})["request_id"] = rid
         status = 500  # what an exception that escapes the app becomes
         start = time.perf_counter()
+        counted = False
+
+        def count() -> float:
+            """Counted once, before the answer's last byte leaves: a client that has its answer reads metrics that
+            hold it, whichever worker it asks next."""
+            nonlocal counted
+            seconds = time.perf_counter() - start
+            if not counted:
+                counted = True
+                route = route_of(scope)
+                self.metrics.in_flight.dec()
+                self.metrics.requests.labels(route, scope["method"], str(status)).inc()
+                self.metrics.latency.labels(route).observe(seconds)
+            return seconds
 
         async def tagged(message):
             nonlocal status
@@ -99,17 +113,15 @@ class Observe:
                 status = message["status"]
                 message.setdefault("headers", [])
                 message["headers"] = [*message["headers"], (HEADER, rid.encode())]
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                count()
             await send(message)
 
         self.metrics.in_flight.inc()
         try:
             await self.app(scope, receive, tagged)
         finally:
-            seconds = time.perf_counter() - start
-            route = route_of(scope)
-            self.metrics.in_flight.dec()
-            self.metrics.requests.labels(route, scope["method"], str(status)).inc()
-            self.metrics.latency.labels(route).observe(seconds)
+            seconds = count()
             client = scope.get("client") or ("-", 0)
             access.info(
                 '%s "%s %s" %d %.1fms id=%s', client[0], scope["method"], scope["path"][:200], status, seconds * 1000, rid

@@ -17,7 +17,7 @@ RETRY_AFTER = {
 # What each status means on an inference route, in the order the door checks (docs/DOOR.md#limits).
 STATUSES = {
     400: ("the body is not JSON, form or base64 as it should be (malformed-body)", {}),
-    401: ("no valid X-API-Key, where the door has keys (missing-api-key)", {}),
+    401: ("no valid key (X-API-Key, or Authorization: Bearer), where the door has keys (missing-api-key)", {}),
     408: ("the body did not arrive in full in time (body-timeout)", {}),
     413: ("the body, a text or an image is over its limit (body-too-large, text-too-large, image-too-large)", {}),
     415: ("the body's or the image's media type is not one the route reads (unsupported-media-type, unsupported-image)", {}),
@@ -30,11 +30,12 @@ STATUSES = {
 PROBLEM_SCHEMA = {"$ref": f"#/components/schemas/{ProblemBody.__name__}"}
 
 
-def problem_responses(with_keys: bool) -> dict[int, dict]:
-    """The problem answers of an inference route; 401 only where the door has keys."""
+def problem_responses(with_keys: bool, body: type = ProblemBody, statuses=STATUSES) -> dict[int, dict]:
+    """The problem answers of an inference route, as `body` (the door's problem, or another API's error shape);
+    401 only where the door has keys."""
     return {
-        status: {"model": ProblemBody, "description": description, **({"headers": headers} if headers else {})}
-        for status, (description, headers) in STATUSES.items()
+        status: {"model": body, "description": description, **({"headers": headers} if headers else {})}
+        for status, (description, headers) in statuses.items()
         if status != 401 or with_keys
     }
 

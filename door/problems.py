@@ -47,7 +47,33 @@ def request_id(scope) -> str | None:
     return scope.get("state", {}).get("request_id")
 
 
+# The routes that speak another API (door.openai_api, door.tei_api) answer its clients' errors in that API's shape, the
+# same statuses (and Retry-After) as every route: OpenAI's {"error": {"message", "type", "param", "code"}}, and
+# text-embeddings-inference's {"error", "error_type"}.
+OPENAI_PATHS = frozenset({"/v1/embeddings", "/v1/models", "/v1/rerank"})
+TEI_PATHS = frozenset({"/embed", "/predict", "/rerank", "/tokenize", "/info"})
+OPENAI_TYPES = {401: "authentication_error", 429: "rate_limit_error"}  # else invalid_request_error, or server_error
+TEI_TYPES = {429: "Overloaded", 503: "Unhealthy"}  # else Validation (4xx) or Backend (5xx)
+
+
+def openai_error(problem: Problem) -> dict:
+    kind = OPENAI_TYPES.get(problem.status, "server_error" if problem.status >= 500 else "invalid_request_error")
+    places = problem.extra.get("errors") or [{}]
+    param = ".".join(places[0].get("loc", [])) or None
+    return {"error": {"message": problem.detail, "type": kind, "param": param, "code": problem.kind.replace("-", "_")}}
+
+
+def tei_error(problem: Problem) -> dict:
+    return {
+        "error": problem.detail,
+        "error_type": TEI_TYPES.get(problem.status, "Backend" if problem.status >= 500 else "Validation"),
+    }
+
+
 def problem_response(problem: Problem, scope) -> JSONResponse:
+    if scope.get("path") in OPENAI_PATHS | TEI_PATHS:
+        body = (openai_error if scope["path"] in OPENAI_PATHS else tei_error)(problem)
+        return JSONResponse(body, problem.status, headers=problem.headers)
     known = problem.kind in TITLES
     body = {
         "type": f"{TYPE_PREFIX}{problem.kind}" if known else "about:blank",

@@ -11,12 +11,10 @@ import binascii
 import functools
 import json
 import math
-import secrets
 from collections.abc import Callable
 
 import numpy as np
-from fastapi import APIRouter, Depends, Request, Security
-from fastapi.security import APIKeyHeader
+from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
@@ -24,6 +22,7 @@ from tritonclient.utils import triton_to_np_dtype
 
 from door import images, schemas
 from door.contract import Contract, Served
+from door.keys import KeyCheck
 from door.openapi import inlined, problem_responses
 from door.problems import Problem, invalid
 from door.settings import DoorSettings
@@ -35,8 +34,8 @@ FORM = "multipart/form-data"
 ENVELOPE = 64 * 1024  # room in a body for JSON keys, form headers and boundaries
 TENSOR_BODY = 16 * 1024 * 1024  # a tensor route's body: JSON numbers of any count, so a fixed cap
 JSON_ESCAPE = 6  # a JSON string may spell each byte of its text as \u00XX
-API_KEY = APIKeyHeader(name="X-API-Key", auto_error=False, description="the door's keys ($DOOR_API_KEYS)")
 IMAGE_TYPES = "image/png, image/jpeg, image/bmp, image/webp"
+IMAGES = "images"  # the OpenAPI tag of the routes that take an encoded image
 # Each answer's description of its route in the OpenAPI document, where the config gives none (`door_description`).
 DESCRIPTIONS = {
     "text-score": "{model}: a text's probability, and each chunk's it was split into (a list for `texts`).",
@@ -47,11 +46,19 @@ DESCRIPTIONS = {
     "image-document": "{model}: the document the model reads from an image.",
     "pixels-classes": "{model}: class probabilities of one normalised image of any size.",
     "tensors": "{model}, as its spec serves it: every input and output by the model's tensor names.",
+    "text-ranking": "{model}: each document's relevance to a query, and each chunk's it was cut into beside the query.",
 }
 
 
 def media_type(request: Request) -> str:
     return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+async def body_of(request: Request, *accepted: str) -> bytes:
+    """The request's body, once its media type is one of `accepted` (415 otherwise)."""
+    if media_type(request) not in accepted:
+        raise Problem(415, "unsupported-media-type", f"send the body as {' or '.join(accepted)}")
+    return await request.body()
 
 
 def parse(model: type[BaseModel], body: bytes):
@@ -80,7 +87,7 @@ class Routes:
         with_keys = bool(settings.api_keys)
         self.router = APIRouter(
             prefix="/v1",
-            dependencies=[Depends(self.require_key)] if with_keys else [],
+            dependencies=[Depends(KeyCheck(settings.api_keys))] if with_keys else [],
             responses=problem_responses(with_keys),
             tags=["inference"],
         )
@@ -106,18 +113,13 @@ class Routes:
             self.add_image_route(model, document_result, None, doc, served.schema)
         elif served.answer == "pixels-classes":
             self.add_pixels_route(model, doc)
+        elif served.answer == "text-ranking":
+            self.add_ranking_route(model, doc)
         else:
             self.add_tensor_route(model, served, doc)
 
-    def require_key(self, key: str | None = Security(API_KEY)) -> None:
-        keys = self.settings.api_keys
-        if keys and not any(secrets.compare_digest(key or "", known) for known in keys):
-            raise Problem(401, "missing-api-key", "send a valid key in the X-API-Key header", {"WWW-Authenticate": "APIKey"})
-
     async def body(self, request: Request, *accepted: str) -> bytes:
-        if media_type(request) not in accepted:
-            raise Problem(415, "unsupported-media-type", f"send the body as {' or '.join(accepted)}")
-        return await request.body()
+        return await body_of(request, *accepted)
 
     def add_text_route(self, model: str, answer: Callable, result: type[BaseModel], doc: str) -> None:
         """A text model's route: `text` or `texts` in, each text's answer (`answer` of its outputs) out."""
@@ -129,20 +131,7 @@ class Routes:
         async def text_route(request: Request):
             body = parse(schema, await self.body(request, JSON))
             texts = [body.text] if body.text is not None else body.texts
-            raw = [text.encode("utf-8") for text in texts]
-            for i, item in enumerate(raw):
-                if len(item) > limit:
-                    raise Problem(
-                        413, "text-too-large", f"text {i} is {len(item)} bytes of UTF-8; the model takes at most {limit}"
-                    )
-            rid = request.state.request_id
-            outcomes = await asyncio.gather(
-                *(self.upstream.infer(model, {"TEXT": np.array([item], dtype=np.object_)}, rid) for item in raw),
-                return_exceptions=True,
-            )
-            for outcome in outcomes:
-                if isinstance(outcome, BaseException):
-                    raise outcome
+            outcomes = await infer_texts(self.upstream, model, texts, limit, request.state.request_id)
             results = [answer(outputs) for outputs in outcomes]
             return results[0] if body.text is not None else results
 
@@ -152,6 +141,28 @@ class Routes:
             text_route,
             methods=["POST"],
             response_model=result | list[result],
+            openapi_extra=request_body(json_body(schema)),
+        )
+
+    def add_ranking_route(self, model: str, doc: str) -> None:
+        """A cross-encoder's route: a query and its documents in, each document's relevance and its chunks' out, in the
+        documents' order."""
+        path = self.contract[model].route
+        limit = self.contract[model].settings.max_text_bytes
+        schema = schemas.ranking_request(limit, self.settings.max_texts)
+        self.caps[path] = JSON_ESCAPE * limit + ENVELOPE
+
+        async def ranking_route(request: Request):
+            body = parse(schema, await self.body(request, JSON))
+            outcomes = await infer_pairs(self.upstream, model, body.query, body.documents, limit, request.state.request_id)
+            return {"documents": [{"index": i, **score_result(outputs)} for i, outputs in enumerate(outcomes)]}
+
+        ranking_route.__name__, ranking_route.__doc__ = model, doc
+        self.router.add_api_route(
+            path.removeprefix("/v1"),
+            ranking_route,
+            methods=["POST"],
+            response_model=schemas.ranking_result(model),
             openapi_extra=request_body(json_body(schema)),
         )
 
@@ -193,7 +204,12 @@ class Routes:
             self.documents[name] = document
             extra["responses"] = {"200": {"content": {JSON: {"schema": {"$ref": f"#/components/schemas/{name}"}}}}}
         self.router.add_api_route(
-            path.removeprefix("/v1"), image_route, methods=["POST"], response_model=result, openapi_extra=extra
+            path.removeprefix("/v1"),
+            image_route,
+            methods=["POST"],
+            response_model=result,
+            openapi_extra=extra,
+            tags=[IMAGES],  # beside the router's: a client or fuzzer can tell the routes whose bodies are images
         )
 
     def add_pixels_route(self, model: str, doc: str) -> None:
@@ -249,6 +265,42 @@ class Routes:
             response_model=schemas.tensor_result(model, outputs, served.batched, served.max_batch_size),
             openapi_extra=request_body(json_body(schema)),
         )
+
+
+async def infer_texts(upstream: Upstream, model: str, texts: list[str], limit: int, request_id: str) -> list[dict]:
+    """Each text's outputs from the text model `model`, all asked at once; 413 for a text over `limit` bytes of UTF-8
+    before any is sent, and the first refusal where one is refused."""
+    raw = [text.encode("utf-8") for text in texts]
+    for i, item in enumerate(raw):
+        if len(item) > limit:
+            raise Problem(413, "text-too-large", f"text {i} is {len(item)} bytes of UTF-8; the model takes at most {limit}")
+    return await gathered(upstream.infer(model, {"TEXT": np.array([item], dtype=np.object_)}, request_id) for item in raw)
+
+
+async def infer_pairs(
+    upstream: Upstream, model: str, query: str, documents: list[str], limit: int, request_id: str
+) -> list[dict]:
+    """Each document's outputs, read beside `query` by the cross-encoder `model`, all asked at once; 413 for a text
+    over `limit` bytes of UTF-8 before any is sent."""
+    items = [query.encode("utf-8"), *(document.encode("utf-8") for document in documents)]
+    for i, item in enumerate(items):
+        if len(item) > limit:
+            what = "the query" if i == 0 else f"document {i - 1}"
+            raise Problem(413, "text-too-large", f"{what} is {len(item)} bytes of UTF-8; the model takes at most {limit}")
+    query_tensor = np.array([items[0]], dtype=np.object_)
+    return await gathered(
+        upstream.infer(model, {"QUERY": query_tensor, "DOCUMENT": np.array([item], dtype=np.object_)}, request_id)
+        for item in items[1:]
+    )
+
+
+async def gathered(calls) -> list:
+    """Every call's answer, all asked at once; the first refusal where one is refused."""
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return outcomes
 
 
 def checked_tensors(values: dict[str, list], inputs: dict, served: Served) -> dict[str, np.ndarray]:

@@ -28,6 +28,21 @@ from tritonclient.utils import triton_to_np_dtype
 # The OpenAPI format of an image's base64 text in a JSON body: a client or fuzzer that knows it makes
 # real images (tests/served/test_door_schema.py); to any other it is base64 text.
 IMAGE_FORMAT = "image-base64"
+# What JSON Schema can say of the base64 text the door decodes, as a pattern (ECMA-262 and Python alike), measured
+# against the decoders (tests/unit/test_door_schemas.py): an image's (kit.pipelines.encoded_images.decode_base64: a
+# data: URL prefix, standard or URL-safe letters, whitespace anywhere, padding optional) and raw float32 data's
+# (base64.b64decode with validate: standard letters, padded, no whitespace). Both take any padding after a whole
+# quantum, as Python's decoder does. That the bytes are an image, or as many as a shape needs, no pattern can say: the
+# routes answer 415 and 422.
+_SPACE = "[ \\t\\n\\r\\f\\v]*"
+_LETTER = f"[A-Za-z0-9+/_-]{_SPACE}"
+_PAD = f"={_SPACE}"
+_DATA_URL = "[dD][aA][tT][aA]:[iI][mM][aA][gG][eE]/[A-Za-z0-9_.+-]+;[bB][aA][sS][eE]64,"
+IMAGE_BASE64 = (
+    f"^{_SPACE}(?:{_DATA_URL})?{_SPACE}(?:(?:{_LETTER}){{4}})*"
+    f"(?:(?:{_LETTER}){{4}}(?:{_PAD})*|(?:{_LETTER}){{2}}(?:{_PAD}){{0,2}}|(?:{_LETTER}){{3}}(?:{_PAD})?)$"
+)
+PADDED_BASE64 = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{4}=*|[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
 
 
 def utf8(text: str) -> str:
@@ -105,6 +120,18 @@ def text_request(max_text_bytes: int, max_texts: int) -> type[BaseModel]:
     return TextRequest
 
 
+def ranking_request(max_text_bytes: int, max_texts: int) -> type[BaseModel]:
+    Item = text_type(max_text_bytes)  # noqa: N806 (a type)
+
+    class RankingRequest(Strict):
+        """A query and the documents to score against it."""
+
+        query: Item = Field(description="the query, read whole beside each chunk of each document")
+        documents: list[Item] = Field(min_length=1, max_length=max_texts, description=f"1 to {max_texts} documents")
+
+    return RankingRequest
+
+
 def base64_cap(max_bytes: int) -> int:
     """Characters of base64 text the door reads for an image of at most `max_bytes` (room for a data:
     URL's prefix and line breaks)."""
@@ -117,6 +144,7 @@ def image_request(max_image_bytes: int, max_pixels: int) -> type[BaseModel]:
             min_length=1,
             json_schema_extra={
                 "maxLength": base64_cap(max_image_bytes),
+                "pattern": IMAGE_BASE64,
                 "format": IMAGE_FORMAT,
                 "contentEncoding": "base64",
                 "contentMediaType": "image/*",
@@ -144,7 +172,11 @@ def pixels_request(channels: int, max_pixels: int) -> type[BaseModel]:
         )
         data: str = Field(
             min_length=float32_base64_length(channels),
-            json_schema_extra={"contentEncoding": "base64"},
+            json_schema_extra={
+                "maxLength": float32_base64_length(channels * max_pixels),
+                "pattern": PADDED_BASE64,
+                "contentEncoding": "base64",
+            },
             description="base64 of the float32 little-endian values, C order (channel, row, column): exactly "
             f"4 x {channels} x height x width bytes",
         )
@@ -245,6 +277,17 @@ def score_result(model: str) -> type[BaseModel]:
         score=(float, Field(description="the text's probability: its chunks', weighted by length")),
         chunks=(list[Chunk], ...),
     )
+
+
+def ranking_result(model: str) -> type[BaseModel]:
+    """A cross-encoder's answer: each document's relevance (its chunks' best, or mean) and each chunk's, in order."""
+    Ranked = create_model(  # noqa: N806 (a type)
+        f"{title_case(model)}Document",
+        index=(int, Field(description="the document's place in `documents`")),
+        score=(float, Field(description="the document's relevance to the query, 0 to 1")),
+        chunks=(list[Chunk], Field(description="the document's chunks, each scored beside the query; offsets into it")),
+    )
+    return create_model(f"{title_case(model)}Result", documents=(list[Ranked], Field(description="in the order sent")))
 
 
 def labelled_result(model: str, labels: tuple[str, ...]) -> type[BaseModel]:

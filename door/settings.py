@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kit.control.runtime import is_loopback
+from kit.server.runtime import is_loopback
 
 ENV_PREFIX = "DOOR_"
 API_KEYS_ENV = "DOOR_API_KEYS"
@@ -67,6 +67,9 @@ class DoorSettings:
     max_retry_after: int = setting(30, int, "the longest Retry-After the door sends, in seconds")
     unavailable_retry_after: int = setting(2, int, "the Retry-After sent while Triton is unreachable or restarting")
     canary_interval: float = setting(300.0, float, "seconds between runs of the served-numerics canary (also run at start)")
+    tei: str = setting(
+        "", str, "the text model that text-embeddings-inference's routes serve (/embed, /predict, /info); none: no such routes"
+    )
 
     def __post_init__(self) -> None:
         for name in ("body_timeout", "triton_timeout", "rate_window", "canary_interval"):

@@ -30,7 +30,7 @@ class Upstream:
         self.contract = contract
         self.flows = {model: Flow(settings.rate_window, settings.max_retry_after) for model in contract.models}
         self.client: grpcaio.InferenceServerClient | None = None
-        # The version of each model that answered last: a new one is loaded without a restart (kit.control.deploy).
+        # The version of each model that answered last: a new one is loaded without a restart (kit.server.deploy).
         self.versions: dict[str, str] = {}
 
     async def open(self) -> None:

@@ -31,12 +31,6 @@ BATCHES = (1, 4)
 Run = Callable[[dict[str, np.ndarray]], object]
 
 
-def default_threads() -> int:
-    from kit.control.image_task import cpu_threads  # the serve venv's (tritonclient); the export venv passes threads
-
-    return cpu_threads()
-
-
 def measure(run: Run, sides=SIDES, batches=BATCHES, repeat: int = 3) -> list[tuple[int, int, float]]:
     """(batch, values per image, median seconds) of `run` on square images of each side at each batch size."""
     rng = np.random.default_rng(0)
@@ -65,10 +59,9 @@ def write_cost(samples: list[tuple[int, int, float]], out: Path, **facts) -> Cos
     return model
 
 
-def measure_cost(model: Path, out: Path, threads: int | None = None, repeat: int = 3) -> CostModel:
-    """The cost model of the ONNX graph `model`, measured with `threads` intra-op threads (default: the CPU profile's),
+def measure_cost(model: Path, out: Path, threads: int = 1, repeat: int = 3) -> CostModel:
+    """The cost model of the ONNX graph `model`, measured with `threads` intra-op threads (the CPU profile's for the backbone: 1),
     written to `out`."""
-    threads = threads or default_threads()
     session = make_session(model, threads)
     cost = write_cost(measure(lambda feed: session.run(None, feed), repeat=repeat), out, threads=threads)
     print(
@@ -83,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, required=True, help="the padded-image ONNX model")
     parser.add_argument("--out", type=Path, required=True, help="cost.json to write")
-    parser.add_argument("--threads", type=int, default=None, help="intra-op threads (default: the CPU profile's)")
+    parser.add_argument("--threads", type=int, default=1, help="intra-op threads: the CPU profile's pixels-backbone role's (1)")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
     measure_cost(args.model, args.out, args.threads, args.repeat)

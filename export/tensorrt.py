@@ -5,7 +5,7 @@
                          input_ids:32x512,attention_mask:32x512 --int-high 50265
 
 Each `--profile-shapes MIN OPT MAX` (trtexec syntax, batch dimension first) adds one optimisation
-profile; `make tensorrt` takes them from the GPU profile (`python -m kit.control.gpu_profile trt-shapes
+profile; `make tensorrt` takes them from the GPU profile (`python -m kit.control.repository trt-shapes
 MODEL`), so that the engine covers batch sizes 1..max_batch_size and the lengths the server sends.
 The engine then runs on every profile's min, opt and max shapes beside ONNX Runtime (FP32, CPU) on
 the same random inputs, and is refused (exit 1, nothing written) when the largest difference

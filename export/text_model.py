@@ -227,10 +227,12 @@ def needs_external_data(model: torch.nn.Module) -> bool:
     return size >= EXTERNAL_DATA_THRESHOLD
 
 
-def export_onnx(model: TokenModel, example: Batch, path: Path, opset_version: int, external_data: bool, output: str) -> None:
+def export_onnx(
+    model: TokenModel, example: Batch, path: Path, opset_version: int, external_data: bool, output: str, inputs=INPUT_NAMES
+) -> None:
     """torch's dynamo exporter with named Dims: it renames the graph's axes to batch_size/sequence_length."""
     axes = {0: torch.export.Dim("batch_size"), 1: torch.export.Dim("sequence_length")}
-    args = tuple(torch.from_numpy(example[name]) for name in INPUT_NAMES)
+    args = tuple(torch.from_numpy(example[name]) for name in inputs)
     with torch.no_grad(), warnings.catch_warnings():
         # Both inputs share the two Dims on purpose; torch warns that it renames each axis once.
         warnings.filterwarnings("ignore", message="# The axis name")
@@ -238,19 +240,21 @@ def export_onnx(model: TokenModel, example: Batch, path: Path, opset_version: in
             model,
             args,
             dynamo=True,
-            input_names=list(INPUT_NAMES),
+            input_names=list(inputs),
             output_names=[output],
             opset_version=opset_version,
-            dynamic_shapes={name: axes for name in INPUT_NAMES},
+            dynamic_shapes={name: axes for name in inputs},
         )
     data = path.with_name(path.name + ".data")
     data.unlink(missing_ok=True)  # a stale weights file from an earlier export must not linger
     program.save(str(path), external_data=external_data)
 
 
-def expected_signature(width: int, output: str = OUTPUT_NAMES[CLASSIFICATION]) -> tuple[list[TensorSpec], list[TensorSpec]]:
+def expected_signature(
+    width: int, output: str = OUTPUT_NAMES[CLASSIFICATION], names=INPUT_NAMES
+) -> tuple[list[TensorSpec], list[TensorSpec]]:
     axes = ("batch_size", "sequence_length")
-    inputs = [TensorSpec(name, np.dtype(np.int64), axes) for name in INPUT_NAMES]
+    inputs = [TensorSpec(name, np.dtype(np.int64), axes) for name in names]
     return inputs, [TensorSpec(output, np.dtype(np.float32), ("batch_size", width))]
 
 

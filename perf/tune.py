@@ -21,8 +21,7 @@ import time
 from pathlib import Path
 
 from kit.adapters.artifacts import text_pipeline
-from kit.control.configs import REPO_ROOT, SOURCE
-from kit.control.tasks import canonical_config
+from kit.control.configs import REPO_ROOT, SOURCE, template
 from perf.engine.perf_analyzer import Load, warm_up
 from perf.engine.point import measure
 from perf.engine.spec import load_spec
@@ -32,7 +31,7 @@ from perf.workloads.radar import RADAR, radar_inputs
 
 def batch_cap(cap: int) -> dict:
     """The classifier capped at `cap` rows, with the source's preferred sizes that fit."""
-    preferred = canonical_config("radar_classifier").dynamic_batching.preferred_batch_size
+    preferred = template("text/classifier", "radar_classifier").dynamic_batching.preferred_batch_size
     return {"radar_classifier": {"max_batch_size": cap, "preferred_batch_size": [b for b in preferred if b <= cap]}}
 
 
@@ -99,21 +98,35 @@ def search(spec: dict, work: Path) -> dict:
         "trials": trials,
         "winner": {
             "setting": winner.label,
-            "profile": winner.profile()["models"],
+            "profile": {model: winner.placements[model] for model in RADAR.models},
+            "roles": {model: winner.models[model].role for model in RADAR.models},
             "throughput": best_row["throughput"],
             "p99_ms": best_row["p99_ms"],
         },
     }
 
 
-def write_profile(models: dict, source: Path = SOURCE) -> Path:
+# What a text model's role takes of the winner (every text spec's models are placed so); the rest is RADAR's own entry.
+ROLE_KEYS = ("instances", "threads", "graph", "max_batch_size", "ragged_batch", "parameters")
+
+
+def write_profile(placements: dict, roles: dict, source: Path = SOURCE) -> Path:
+    """The winner into the CPU profile: each RADAR model's layout into its role, what is RADAR's own into its entry."""
     path = source / "profiles" / "cpu.json"
     profile = json.loads(path.read_text())
-    profile["models"].update(models)
-    lines = [f"    {json.dumps(model)}: {json.dumps(settings)}" for model, settings in profile["models"].items()]
-    head = {k: v for k, v in profile.items() if k != "models"}
-    text = json.dumps(head, indent=2)[:-2] + ',\n  "models": {\n' + ",\n".join(lines) + "\n  }\n}\n"
-    json.loads(text)  # one model per line, as the file is written by hand
+    for model, placement in placements.items():
+        profile["roles"][roles[model]] = {k: v for k, v in placement.items() if k in ROLE_KEYS}
+        own = {k: v for k, v in placement.items() if k not in ROLE_KEYS}
+        profile["models"].pop(model, None)
+        if own:
+            profile["models"][model] = own
+    head = {k: v for k, v in profile.items() if k not in ("roles", "models")}
+    text = json.dumps(head, indent=2)[:-2]
+    for section in ("roles", "models"):
+        lines = [f"    {json.dumps(name)}: {json.dumps(entry)}" for name, entry in profile[section].items()]
+        text += f',\n  "{section}": {{\n' + ",\n".join(lines) + "\n  }"
+    text += "\n}\n"
+    json.loads(text)  # one entry per line, as the file is written by hand
     path.write_text(text)
     return path
 
@@ -138,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         f"p99 {result['winner']['p99_ms'] / 1000:.1f} s)"
     )
     if not args.dry_run:
-        print(f"wrote {write_profile(result['winner']['profile'])}")
+        print(f"wrote {write_profile(result['winner']['profile'], result['winner']['roles'])}")
     return 0
 
 

@@ -2,13 +2,15 @@
 answers on them: what the served tests of the text and image tasks add with `kit add` and compare with. Classifiers:
 a BERT and a DistilBERT. Encoders: a BERT saved as sentence-transformers saves one (modules.json, mean pooling,
 normalised) and an MPNet (the architecture of the most used sentence-transformers checkpoints) with no such files.
+Cross-encoders (text ranking, one logit over a query-document pair): a BERT and a DistilBERT.
 Image classifiers: a ViT (its processor resizes to 32x32) and a ConvNeXt (its processor resizes the shortest edge
 ConvNeXt's crop_pct way, then crops 32x32). A classifier of pixels: a narrow ResNet, served from normalised images of
 any size (`--input pixels`).
 
 Runs in the export virtualenv (it needs PyTorch); the served tests call it as a program:
 
-    python -m tests.checkpoints make --out DIR    # DIR/bert, distilbert, bert_encoder, mpnet, vit, convnext, resnet
+    python -m tests.checkpoints make --out DIR    # DIR/bert, distilbert, bert_encoder, mpnet, bert_ranker, ..., resnet
+    python -m tests.checkpoints rank --model DIR --max-chars N       # [{"query", "documents"}] (JSON) on stdin
     python -m tests.checkpoints reference --model DIR --max-chars N  # texts (JSON list) on stdin
     python -m tests.checkpoints embed --model DIR --max-chars N --pooling mean|cls [--normalize]
     python -m tests.checkpoints classify-images --model DIR          # base64 image files (JSON list) on stdin
@@ -55,10 +57,12 @@ from transformers import (
     ViTConfig,
     ViTForImageClassification,
     ViTImageProcessorPil,
+    pipeline,
 )
 
 from export.standins import corpus
 from kit.pipelines.text.aggregate import label_probabilities, weighted_mean
+from kit.pipelines.text.pairs import PairPipeline
 from kit.pipelines.text.pipeline import chunk_text
 
 MAX_TOKENS = 128
@@ -69,6 +73,7 @@ LABELS = {
     "distilbert": ["negative", "positive"],
 }
 ENCODERS = ("bert_encoder", "mpnet")
+RANKERS = ("bert_ranker", "distilbert_ranker")  # cross-encoders: one logit over a query-document pair
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # what real ConvNeXt processors use
 IMAGE_LABELS = {
     "vit": ["cat", "dog", "bird"],
@@ -94,7 +99,7 @@ def wordpiece(vocab_size: int = 3000, special: list[str] = SPECIAL) -> Tokenizer
     tokenizer.train_from_iterator(corpus(300_000), trainer)
     cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
     tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
     )
     return tokenizer
 
@@ -105,7 +110,7 @@ def make(kind: str, out: Path, seed: int = 0) -> Path:
     if kind in PIXEL_LABELS:
         return make_pixel_classifier(kind, out, seed)
     tokenizer = wordpiece(special=MPNET_SPECIAL if kind == "mpnet" else SPECIAL)
-    labels = label_head(LABELS[kind]) if kind in LABELS else {}
+    labels = label_head(LABELS[kind]) if kind in LABELS else {"num_labels": 1} if kind in RANKERS else {}
     size = {"vocab_size": tokenizer.get_vocab_size(), "max_position_embeddings": MAX_TOKENS, "pad_token_id": 0}
     if kind == "bert_encoder":
         config = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, **size)
@@ -114,7 +119,7 @@ def make(kind: str, out: Path, seed: int = 0) -> Path:
         size |= {"max_position_embeddings": MAX_TOKENS + 2, "pad_token_id": 1}
         config = MPNetConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, **size)
         model_class, tokenizer_class = MPNetModel, MPNetTokenizerFast
-    elif kind == "bert":
+    elif kind in ("bert", "bert_ranker"):
         config = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, **size, **labels)
         model_class, tokenizer_class = BertForSequenceClassification, BertTokenizerFast
     else:
@@ -223,6 +228,24 @@ def reference(model_dir: Path, texts: list[str], max_chars: int) -> list[dict]:
     return answers
 
 
+def rank(model_dir: Path, cases: list[dict], max_chars: int, aggregation: str) -> list[dict]:
+    """Each case's documents ({"query", "documents"}) chunked as the kit chunks a document beside its query, each chunk
+    scored with the query by `transformers`' own text-classification pipeline in this process (the sigmoid of a
+    one-label model's logit), and a document's score its chunks' best (`max`) or their length-weighted mean."""
+    scorer = pipeline("text-classification", model=str(model_dir), tokenizer=str(model_dir), device="cpu")
+    tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    pairs = PairPipeline(tokenizer, MAX_TOKENS, 0, [MAX_TOKENS], max_chars)
+    answers = []
+    for case in cases:
+        for document in case["documents"]:
+            spans, _ = chunk_text(tokenizer, document, max_chars, pairs.room(case["query"]))
+            chunks = [scorer({"text": case["query"], "text_pair": document[start:end]})["score"] for start, end in spans]
+            lengths = [end - start for start, end in spans]
+            score = max(chunks) if aggregation == "max" else float(np.dot(chunks, lengths) / sum(lengths))
+            answers.append({"score": score, "chunk_scores": chunks, "spans": spans})
+    return answers
+
+
 def embed(model_dir: Path, texts: list[str], max_chars: int, pooling: str, normalize: bool) -> list[dict]:
     """Each text chunked as the kit chunks it, each chunk run alone (no padding, so the mean is over all its tokens)
     through the encoder: each chunk's pooled embedding and their length-weighted mean, normalised as asked."""
@@ -258,19 +281,25 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--max-chars", type=int, default=0)
     e.add_argument("--pooling", choices=("mean", "cls"), required=True)
     e.add_argument("--normalize", action="store_true")
+    k = sub.add_parser("rank")  # cases [{"query", "documents"}] (a JSON list) on stdin
+    k.add_argument("--model", type=Path, required=True)
+    k.add_argument("--max-chars", type=int, default=0)
+    k.add_argument("--aggregation", choices=("max", "mean"), default="max")
     c = sub.add_parser("classify-images")
     c.add_argument("--model", type=Path, required=True)
     x = sub.add_parser("classify-pixels")  # images as nested lists [3][height][width] (a JSON list) on stdin
     x.add_argument("--model", type=Path, required=True)
     args = parser.parse_args(argv)
     if args.command == "make":
-        for kind in (*LABELS, *ENCODERS, *IMAGE_LABELS, *PIXEL_LABELS):
+        for kind in (*LABELS, *ENCODERS, *RANKERS, *IMAGE_LABELS, *PIXEL_LABELS):
             print(make(kind, args.out))
     elif args.command == "classify-pixels":
         images = [np.asarray(image, dtype=np.float32) for image in json.load(sys.stdin)]
         json.dump(classify_pixels(args.model, images), sys.stdout)
     elif args.command == "classify-images":
         json.dump(classify_images(args.model, [base64.b64decode(item) for item in json.load(sys.stdin)]), sys.stdout)
+    elif args.command == "rank":
+        json.dump(rank(args.model, json.load(sys.stdin), args.max_chars, args.aggregation), sys.stdout)
     elif args.command == "embed":
         json.dump(embed(args.model, json.load(sys.stdin), args.max_chars, args.pooling, args.normalize), sys.stdout)
     else:

@@ -8,8 +8,8 @@ profile's PyTorch runner, which needs no ONNX file.
 - `resnet50/`: the ResNet-50 stand-in (export.resnet) in `checkpoint/`, and `cost.json`, the `cost` merge
   policy's cost model measured on this device through the PyTorch runner (export.resnet_cost).
 
-    python -m deploy.gpu_host.models --out build/gpu/models --device cuda        # deploy/gpu_host/run.sh
-    python -m deploy.gpu_host.models --out build/gpu/models --device cpu --tiny  # its CPU rehearsal
+    python -m deploy.gpu_host.models --out build/gpu/models --device cuda --models radar   # deploy/gpu_host/run.sh
+    python -m deploy.gpu_host.models --out build/gpu/models --device cpu --tiny           # its CPU rehearsal, both
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from kit.pipelines.text.pipeline import DEFAULT_MAX_CHARS
 from kit.runners.torch import TorchModel, TorchOptions
 
 SEED = 0
+MODELS = ("radar", "resnet50")
 SIZES = {False: ("large", "resnet50"), True: ("tiny", "tiny")}
 # The batch sizes the cost model is fitted on: the GPU batches up to the gpu-embedded profile's preferred sizes.
 COST_BATCHES = {"cuda": (1, 8, 32), "cpu": BATCHES}
@@ -80,16 +81,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="the model folders: radar/ and resnet50/")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="where ResNet's cost model is measured")
     parser.add_argument("--tiny", action="store_true", help="the tiny stand-ins (the CPU rehearsal)")
+    parser.add_argument("--models", nargs="+", choices=MODELS, default=MODELS, help="the models to make (default: both)")
     args = parser.parse_args(argv)
     radar_size, resnet_size = SIZES[args.tiny]
     options = TorchOptions("fp16" if args.device == "cuda" else "fp32", args.device)
-    for name, make in (
-        ("radar", lambda folder: radar(folder, radar_size)),
-        ("resnet50", lambda folder: resnet(folder, resnet_size, options, repeat=2 if args.tiny else 5)),
-    ):
+    makers = {
+        "radar": lambda folder: radar(folder, radar_size),
+        "resnet50": lambda folder: resnet(folder, resnet_size, options, repeat=2 if args.tiny else 5),
+    }
+    for name in args.models:
         started = time.perf_counter()
         (args.out / name).mkdir(parents=True, exist_ok=True)
-        parameters = make(args.out / name)
+        parameters = makers[name](args.out / name)
         step(f"{name}: {parameters / 1e6:.1f} M parameters in {time.perf_counter() - started:.1f} s")
     return 0
 

@@ -8,12 +8,13 @@
 # Python-backend stub takes its packages from the first python3 on PATH), checks that the stub finds its libpython
 # (given to the server's processes alone, through KIT_STUB_LIBRARY_PATH), that this Python imports what the run
 # needs, that CUDA is there (unless GPU_DEVICE=cpu) and that the stubs' numpy 1.x works with the host's torch. Then
-# it generates the models where they are served (deploy.gpu_host.models) and runs the spec GPU_SPEC (default
-# perf/specs/gpu.json, a suite: RADAR, then ResNet-50) on the engine, `python -m perf sweep`, against a deadline
-# counted from this script's start; the sweep skips and records what no longer fits and exits non-zero when a
-# step failed or was skipped. The device returns at most 8 files: $OUT gets run.log, the suite's REPORT.md, each
-# part's report as <part>.md and everything (results.json, CSVs, plots) in results.tar.gz. The host has no git:
-# the commit comes from the carry's manifest.
+# it generates the models the spec serves where they are served (deploy.gpu_host.models) and runs the spec GPU_SPEC
+# (default perf/specs/gpu.json, the first call: RADAR alone; gpu-resnet.json is the second's) on the engine,
+# `python -m perf sweep`, against a deadline counted from this script's start; the sweep skips and records what no
+# longer fits and exits non-zero when a step failed or was skipped. The device returns at most 8 files of 16 MiB:
+# $OUT gets run.log, the suite's REPORT.md, each part's report as <part>.md and everything (results.json, CSVs,
+# plots, the servers' logs, the runners' torch.profiler traces while they fit) in results.tar.gz. The host has no
+# git: the commit comes from the carry's manifest. KIT_TRACE_DIR= (empty) turns the traces off.
 #
 # The CPU rehearsal (make gpu-dry-run) runs this same script with: GPU_PYTHON (the host's python3), GPU_CARRY (the
 # carried folder), GPU_WORK (scratch), GPU_SPEC=gpu-quick, GPU_DEVICE=cpu and GPU_BUDGET_S (seconds).
@@ -72,7 +73,7 @@ if [ ! -e "$LIBDIR/$LIBPYTHON" ]; then
   fi
   LIBDIR=$(dirname "$FOUND")
 fi
-# Only the server's processes get it (kit.control.runtime.server_env), and only libpython: a folder holding that one
+# Only the server's processes get it (kit.server.runtime.server_env), and only libpython: a folder holding that one
 # link, not the system's library folder, whose CUDA libraries (cuDNN, NCCL) would shadow the ones torch brings in the
 # stubs that run it.
 mkdir -p "$WORK/libpython"
@@ -108,8 +109,14 @@ TINY=()
 [ "$SPEC" = "gpu-quick" ] && TINY=(--tiny)
 OVERRIDE='{}'
 [ "$DEVICE" = "cpu" ] && OVERRIDE='{"placement": {"device": "cpu", "dtype": "fp32"}}'
+SERVED=$("$VPY" -c 'import sys; from perf.engine.spec import load_spec
+print(*sorted({part["model"].rsplit("/", 1)[-1] for part in load_spec(sys.argv[1])["suite"].values()}))' "$SPEC")
 rm -rf "$MODELS"
-"$VPY" -m deploy.gpu_host.models --out "$MODELS" --device "$DEVICE" "${TINY[@]}"
+# shellcheck disable=SC2086
+"$VPY" -m deploy.gpu_host.models --out "$MODELS" --device "$DEVICE" "${TINY[@]}" --models $SERVED
+# The PyTorch runner's stubs write the traces a kit variant asks for (profile_executions) here, inside the results.
+export KIT_TRACE_DIR=${KIT_TRACE_DIR-$WORK/results/traces}
+echo "run.sh: set up in $(($(date +%s) - START)) s"
 STATUS=0
 # GPU_SWEEP_ARGS: more of the sweep's options, e.g. "--families kit" to measure again only what failed.
 # shellcheck disable=SC2086
@@ -124,18 +131,25 @@ if [ "$STATUS" != 0 ]; then
     echo "run.sh: $log"; grep -E "^E[0-9]|rror|Traceback|exception" "$log" | tail -15
   done
 fi
-# At most 8 files come back: the index, each part's report beside it, and everything else packed (the servers' logs too).
+# At most 8 files of 16 MiB come back: the index, each part's report beside it, and everything else packed (the
+# servers' logs too), the traces last and only while the pack stays a MiB under the limit.
 cp "$WORK/results/REPORT.md" "$OUT/REPORT.md" 2>/dev/null || echo "run.sh: the sweep wrote no index"
 for report in "$WORK"/results/*/REPORT.md; do
   [ -f "$report" ] && cp "$report" "$OUT/$(basename "$(dirname "$report")").md"
 done
 [ -d "$WORK/results" ] && "$PY" - "$OUT/results.tar.gz" "$WORK/results" "$WORK/perf" <<'EOF'
-import sys, tarfile
+import os, sys, tarfile
 from pathlib import Path
+TRACE, ROOM = ".trace.json.gz", 15 * 2**20
 with tarfile.open(sys.argv[1], "w:gz") as pack:
-    pack.add(sys.argv[2], arcname="results")
+    pack.add(sys.argv[2], arcname="results", filter=lambda member: None if member.name.endswith(TRACE) else member)
     for log in Path(sys.argv[3]).rglob("server.log"):
         pack.add(log, arcname=f"logs/{log.relative_to(sys.argv[3])}")
+    for trace in sorted(Path(sys.argv[2]).rglob(f"*{TRACE}")):
+        if os.path.getsize(sys.argv[1]) + trace.stat().st_size > ROOM:
+            print(f"run.sh: {trace.name} ({trace.stat().st_size} bytes) left out: the pack would pass 16 MiB")
+            continue
+        pack.add(trace, arcname=f"results/{trace.relative_to(sys.argv[2])}")
 EOF
 echo "run.sh: done in $(($(date +%s) - START)) s, sweep exit status $STATUS"
 exit "$STATUS"

@@ -12,6 +12,7 @@ from tokenizers import Tokenizer
 from kit.adapters.settings import TextSettings
 from kit.pipelines.batching.merge import CostModel
 from kit.pipelines.text.aggregate import Head
+from kit.pipelines.text.pairs import PairPipeline, RankHead
 from kit.pipelines.text.pipeline import TextPipeline
 
 
@@ -21,16 +22,31 @@ def text_pipeline(folder: Path, settings: TextSettings) -> TextPipeline:
     meta = json.loads((folder / "export.json").read_text())
     embedder = meta.get("task") == "feature-extraction"
     return TextPipeline(
-        Tokenizer.from_file(str(folder / "tokenizer.json")),
-        max_tokens=int(meta["max_tokens"]),
-        pad_id=int(meta["pad_token_id"]),
-        buckets=list(settings.buckets),
-        max_chars=settings.max_chars,
-        max_batch=settings.max_batch,
+        **tokens_and_buckets(folder, meta, settings),
         ai_label_index=int(meta.get("ai_label_index", 0)),
         head=Head(softmax=not embedder, normalize=embedder and bool(meta["normalize"])),
         output=graph_output(folder),
     )
+
+
+def pair_pipeline(folder: Path, settings: TextSettings, aggregation: str) -> tuple[PairPipeline, bool]:
+    """A cross-encoder export.ranking_model exported, and whether its graph takes token_type_ids."""
+    meta = json.loads((folder / "export.json").read_text())
+    pipeline = PairPipeline(**tokens_and_buckets(folder, meta, settings), head=RankHead(aggregation), output=meta["outputs"][0])
+    return pipeline, "token_type_ids" in meta["inputs"]
+
+
+def tokens_and_buckets(folder: Path, meta: dict, settings: TextSettings) -> dict:
+    """What every text pipeline takes from its export and its settings: the tokenizer, the token limit and pad id, the
+    length buckets, the chunks' characters and the classifier's batch."""
+    return {
+        "tokenizer": Tokenizer.from_file(str(folder / "tokenizer.json")),
+        "max_tokens": int(meta["max_tokens"]),
+        "pad_id": int(meta["pad_token_id"]),
+        "buckets": list(settings.buckets),
+        "max_chars": settings.max_chars,
+        "max_batch": settings.max_batch,
+    }
 
 
 def graph_output(folder: Path) -> str:

@@ -66,7 +66,7 @@ def in_process_networks(pipeline: Definition, folder: Path, max_rows: int = 0, t
 
 def served_networks(models: str, max_rows: dict[str, int]) -> Networks:
     """The pipeline's networks as models of this server: `models` is the builder's JSON of each network's model and
-    output names (kit.control.pipeline_task), `max_rows` the most rows each model takes (kit.control.derived). A
+    output names (kit.control.pipeline_task), `max_rows` the most rows each model takes (kit.control.pipeline_task). A
     network's failure, its refusal of the inputs included, is a ModelCallError: Triton 2.51's Python backend hands BLS
     errors back without their code, so a refusal of bad input cannot be told from a full queue."""
     served = json.loads(models)

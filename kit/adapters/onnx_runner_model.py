@@ -18,4 +18,3 @@ class TritonPythonModel(RunnerModel):
         device_id = int(args.get("model_instance_device_id", 0))
         path = version_dir / settings.onnx_model
         self.model = OnnxModel(path, settings.intra_op_threads, output_names, settings.provider, device_id)
-        self.plan_runs(args, settings, version_dir)

@@ -8,7 +8,6 @@ import asyncio
 import numpy as np
 
 from kit.adapters.artifacts import cost_model
-from kit.adapters.pricing import priced_cost_model
 from kit.adapters.settings import PixelClassifierSettings, model_settings
 from kit.adapters.triton import error_response, infer, input_array, pb, response
 from kit.pipelines.batching.merge import Request, group_shape, make_planner, numel
@@ -47,8 +46,8 @@ class TritonPythonModel:
         self.settings, version_dir = PixelClassifierSettings.from_args(args)
         policy = self.settings.merge_policy
         cost = None
-        if policy == "cost":  # priced by a device table where the profile names one, else as measured at export
-            cost = priced_cost_model(self.settings, version_dir) or cost_model(version_dir / self.settings.cost_model)
+        if policy == "cost":  # as measured at export, or as the file a profile links in its place
+            cost = cost_model(version_dir / self.settings.cost_model)
         self.plan = make_planner(policy, int(config["max_batch_size"]), cost)
         self.name = args["model_name"]
         self.metrics = PaddingMetrics(self.name)

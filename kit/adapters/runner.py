@@ -1,8 +1,10 @@
-"""What the ONNX, PyTorch and simulated runner models share: Triton's requests merged into runs, one response each.
+"""What the runner models share (the kit's ONNX and PyTorch runners, a runner of a profile's own): Triton's requests
+merged into runs, one response each.
 
 Triton's dynamic batcher hands over requests of different shapes where the config allows ragged batches (RADAR's
-length buckets). By default each shape runs as its own batch. With a device table that prices a run
-(`merge_table`), the requests are planned by kit.pipelines.batching.merge's cost rule instead: shapes run together,
+length buckets). By default each shape runs as its own batch. With a cost model of its runs (the times the PyTorch
+runner measured at its warm-up, `merge_measured`), the requests are planned by kit.pipelines.batching.merge's cost
+rule instead: shapes run together,
 padded with zeros at the end of each axis, where one padded run is predicted cheaper than separate ones, as on a GPU
 whose small batches cost a launch each. Zero padding suits inputs whose padding is masked (token ids beside an
 attention mask); the outputs must be one row per item.
@@ -11,14 +13,12 @@ attention mask); the outputs must be one row per item.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import numpy as np
 
-from kit.adapters.pricing import priced_cost_model
-from kit.adapters.settings import RunnerSettings, model_settings
+from kit.adapters.settings import model_settings
 from kit.adapters.triton import error_response, input_array, response
-from kit.pipelines.batching.merge import Plan, Request, make_planner
+from kit.pipelines.batching.merge import CostModel, Plan, Request, make_planner
 from kit.pipelines.batching.padding import pad_group
 from kit.runners.batched import run_batched
 
@@ -42,10 +42,9 @@ class RunnerModel:
         self.input_names = [i["name"] for i in config["input"]]
         return [o["name"] for o in config["output"]]
 
-    def plan_runs(self, args: dict, settings: RunnerSettings, version_dir: Path) -> None:
-        """With a `merge_table`, plans each execution's runs by the cost its curve gives (work per item: the first
-        input's elements per row, tokens or pixels, as the table counts them)."""
-        cost = priced_cost_model(settings, version_dir)
+    def plan_runs(self, args: dict, cost: CostModel) -> None:
+        """Plans each execution's runs by the cost `cost` gives (work per item: the first input's elements per row,
+        tokens or pixels, as the cost model counts them)."""
         if cost is not None:
             config, _, _ = model_settings(args)
             self.planner = make_planner("cost", int(config["max_batch_size"]), cost)

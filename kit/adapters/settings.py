@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import typing
-from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
+from dataclasses import MISSING, dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -94,27 +94,65 @@ class Settings:
         _, params, version_dir = model_settings(args)
         return cls.from_parameters(params), version_dir
 
+    def to_parameters(self, defaults: bool = False) -> dict[str, str]:
+        """The settings as the string parameters of a config, which `from_parameters` reads back: each field that has
+        no default or differs from it (every field, with `defaults`), nested settings flattened."""
+        return written(self, defaults)
+
+    def with_parameters(self: S, params: dict[str, object]) -> S:
+        """These settings with some fields given as a profile gives them (strings, or JSON values), each converted by
+        its type; an unknown one is refused."""
+        unknown = sorted(set(params) - {f.name for f in fields(self)})
+        if unknown:
+            raise SettingsError(f"{type(self).__name__}: unknown parameters {unknown} (known: {sorted(keys(type(self)))})")
+        hints = typing.get_type_hints(type(self))
+        values = {key: convert(str(value), hints[key], key) for key, value in params.items()}
+        try:
+            return replace(self, **values)
+        except ValueError as exc:
+            raise SettingsError(f"{type(self).__name__}: {exc}") from None
+
+
+def text_of(value: object) -> str:
+    """A value as a parameter string: `convert` reads it back."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def written(settings: object, defaults: bool = False) -> dict[str, str]:
+    out = {}
+    for f in fields(settings):
+        value = getattr(settings, f.name)
+        if is_dataclass(value):
+            out |= written(value, defaults)
+        elif defaults or f.default is MISSING and f.default_factory is MISSING or value != f.default:
+            out[f.name] = text_of(value)
+    return out
+
 
 @dataclass(frozen=True)
 class TextSettings(Settings):
     """A text model's entry (a text scorer's, or a text-classification or feature-extraction spec's,
-    kit.control.text_task). `buckets` and
-    `max_batch` are written by the repository builder (kit.control.derived): the buckets chosen for `bucket_count`
-    from the export's token lengths, and the classifier's max_batch_size, so that a chunk group always fits one
-    classifier request. `max_chars` 0 chunks by the model's token limit alone. What the models ignore reaches the
+    kit.control.text_task). The task derives `buckets` and `max_batch` once the models are placed: the buckets chosen
+    for `bucket_count` from the export's token lengths, and the classifier's max_batch_size, so that a chunk group
+    always fits one classifier request. `max_chars` 0 chunks by the model's token limit alone. What the models ignore reaches the
     front door through the served config: `canary` (the export's golden set as JSON, derived from the file
     `canary_from` names, kit.control.canary) and a spec's `labels` (the label names, a JSON list in the
-    classifier's column order)."""
+    classifier's column order), and an encoder's `pooling` (mean or cls, as its export pools)."""
 
     classifier: str
     max_chars: int
     max_text_bytes: int
     bucket_count: int
-    buckets: tuple[int, ...]
-    max_batch: int
+    buckets: tuple[int, ...] = ()
+    max_batch: int = 0
     canary_from: str = ""
     canary: str = ""
     labels: str = ""
+    pooling: str = ""
 
     def __post_init__(self) -> None:
         if self.max_chars < 0:
@@ -123,17 +161,30 @@ class TextSettings(Settings):
 
 @dataclass(frozen=True, kw_only=True)
 class TextsSettings(TextSettings):
-    """A text model's texts model: the entry's settings, inherited at build time from the model `parameters_from`
-    names (the ensemble in front of it), so that the entry the clients and the door see and the model that does the work read one
-    source. `batches_in_flight`: how many of the classifier's full rounds (every instance's max_batch_size) may
-    be in flight at once; the builder writes it as `chunks_in_flight` (kit.control.derived), the window the
-    model hands its batches into (kit.adapters.handoff). `call_threads`: how many of its classifier calls may wait at
+    """A text model's texts model: the entry's settings (the ensemble in front of it, `parameters_from`, which errors
+    name), so that the entry the clients and the door see and the model that does the work read one source.
+    `batches_in_flight`: how many of the classifier's full rounds (every instance's max_batch_size) may be in flight
+    at once; the task derives `chunks_in_flight` from it, the window the model hands its batches into
+    (kit.adapters.handoff). `call_threads`: how many of its classifier calls may wait at
     once (kit.adapters.handoff.Background); 0 keeps asyncio's default, min(32, cores + 4)."""
 
     parameters_from: str = ""
     batches_in_flight: int
-    chunks_in_flight: int
+    chunks_in_flight: int = 0
     call_threads: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankingSettings(TextsSettings):
+    """A text-ranking spec's pairs model (kit.control.ranking_task): a texts model's settings, its documents' chunks
+    beside a query, and `aggregation`, how a document's score is made of its chunks' (kit.pipelines.text.pairs)."""
+
+    aggregation: str
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.aggregation not in ("max", "mean"):
+            raise SettingsError(f"aggregation {self.aggregation!r} is neither max nor mean")
 
 
 @dataclass(frozen=True)
@@ -191,6 +242,16 @@ class PipelineSettings(Settings):
         module = tuple(sorted((k, v) for k, v in params.items() if k not in known and not k.startswith(DOOR_PREFIX)))
         return replace(parse(cls, own), module=module)
 
+    def to_parameters(self, defaults: bool = False) -> dict[str, str]:
+        return written(replace(self, module=()), defaults) | dict(self.module)
+
+    def with_parameters(self, params: dict[str, object]) -> PipelineSettings:
+        """Its own fields as any settings take them; every other parameter is the module's."""
+        known = {f.name for f in fields(self)} - {"module"}
+        own = Settings.with_parameters(self, {key: value for key, value in params.items() if key in known})
+        module = dict(self.module) | {key: text_of(value) for key, value in params.items() if key not in known}
+        return replace(own, module=tuple(sorted(module.items())))
+
     def module_settings(self, kind: type | None) -> object:
         """The module's SETTINGS from its parameters (module_settings)."""
         return module_settings(kind, dict(self.module))
@@ -210,28 +271,12 @@ def module_settings(kind: type | None, params: dict[str, str]) -> object:
 
 
 @dataclass(frozen=True)
-class PricedSettings(Settings):
-    """A model that plans merged runs by their cost (kit.pipelines.batching.merge) may price them from a device
-    table instead of a measured cost file: `merge_table`, a table's file in the version folder, its `merge_curve`
-    rows at `merge_precision` (kit.runners.simulated's tables, which export.gpu_levers measures on a GPU)."""
-
-    merge_table: str = field(default="", kw_only=True)
-    merge_curve: str = field(default="", kw_only=True)
-    merge_precision: str = field(default="fp16", kw_only=True)
-
-    def check_merge(self) -> None:
-        if bool(self.merge_table) != bool(self.merge_curve):
-            raise SettingsError("merge_table and merge_curve go together: a device table and its model's rows")
-        if self.merge_precision not in TORCH_DTYPES:
-            raise SettingsError(f"merge_precision {self.merge_precision!r} is not one of {TORCH_DTYPES}")
-
-
-@dataclass(frozen=True)
-class PixelClassifierSettings(PricedSettings):
+class PixelClassifierSettings(Settings):
     """A pixel classifier's entry: it merges the requests of different image sizes into runs of its `backbone` by
-    `merge_policy`. The `cost` policy prices runs by `cost_model` (measured at export), or by a device table's curve
-    where `merge_table` names one (a simulated or measured GPU). `labels` (a JSON list in the classes' order, where
-    the checkpoint names them) reaches the front door through the entry's config."""
+    `merge_policy`. The `cost` policy prices runs by `cost_model`, a file of its version folder: the run times its
+    export measured, or those a profile links in its place (a device the export did not run on). `labels` (a JSON
+    list in the classes' order, where the checkpoint names them) reaches the front door through the entry's
+    config."""
 
     backbone: str
     merge_policy: str
@@ -242,7 +287,6 @@ class PixelClassifierSettings(PricedSettings):
     def __post_init__(self) -> None:
         if self.merge_policy not in POLICIES:
             raise SettingsError(f"merge_policy {self.merge_policy!r} is not one of {POLICIES}")
-        self.check_merge()
 
 
 def require_cpu_inputs(force_cpu_only_input_tensors: bool) -> None:
@@ -252,14 +296,7 @@ def require_cpu_inputs(force_cpu_only_input_tensors: bool) -> None:
 
 
 @dataclass(frozen=True)
-class RunnerSettings(PricedSettings):
-    """What every runner takes: with a `merge_table`, requests of different shapes run as one padded batch where
-    the table predicts that cheaper (kit/adapters/runner.py); without one, only equal shapes run together, as in
-    Triton."""
-
-
-@dataclass(frozen=True)
-class OnnxRunnerSettings(RunnerSettings):
+class OnnxRunnerSettings(Settings):
     """The runner of an ONNX model (kit/adapters/onnx_runner_model.py): ONNX Runtime's CPU provider, or
     the CUDA / TensorRT one where onnxruntime-gpu is installed (on the instance's GPU).
     FORCE_CPU_ONLY_INPUT_TENSORS is the Python backend's own parameter (default yes), declared so
@@ -274,20 +311,31 @@ class OnnxRunnerSettings(RunnerSettings):
         require_cpu_inputs(self.FORCE_CPU_ONLY_INPUT_TENSORS)
         if self.provider not in ONNX_PROVIDERS:
             raise SettingsError(f"provider {self.provider!r} is not one of {ONNX_PROVIDERS}")
-        self.check_merge()
 
 
 @dataclass(frozen=True)
-class TorchRunnerSettings(RunnerSettings):
-    """The PyTorch runner of a checkpoint folder (kit/adapters/torch_runner_model.py). `device` cuda
-    means the GPU Triton placed the instance on; `cuda_graphs` is how many input shapes may have a
-    captured graph (kit.runners.torch). FORCE_CPU_ONLY_INPUT_TENSORS as for the ONNX runner: the
-    stub's CUDA runtime and PyTorch's need not match, so inputs cross in CPU memory."""
+class TorchRunnerSettings(Settings):
+    """The PyTorch runner of a checkpoint folder (kit/adapters/torch_runner_model.py, kit.runners.torch). `device` cuda
+    means the GPU Triton placed the instance on. `batch_ladder`: the batch sizes a run's rows are padded up to (none:
+    each run as it comes); `warm_lengths`: the lengths its callers pad a free axis to (a text model's buckets, which
+    the builder writes); with `warm_up`, every ladder size by every length runs once at load, before the model is
+    ready, and with `cuda_graphs` (a GPU's) each of those shapes is captured as a CUDA graph while the graphs take at
+    most `graph_memory_share` of the memory free after loading. `merge_measured`: requests of different shapes run
+    as one padded batch where the warm-up's own times price that cheaper (kit/adapters/runner.py). With
+    `profile_executions`, that many executions after the warm-up are recorded by torch.profiler into the folder
+    $KIT_TRACE_DIR names. FORCE_CPU_ONLY_INPUT_TENSORS as for
+    the ONNX runner: the stub's CUDA runtime and PyTorch's need not match, so inputs cross in CPU memory."""
 
     torch_model: str
     dtype: str = "fp32"
     device: str = "cpu"
-    cuda_graphs: int = 0
+    batch_ladder: tuple[int, ...] = ()
+    warm_lengths: tuple[int, ...] = ()
+    warm_up: bool = True
+    cuda_graphs: bool = False
+    graph_memory_share: float = 0.5
+    merge_measured: bool = False
+    profile_executions: int = 0
     FORCE_CPU_ONLY_INPUT_TENSORS: bool = True
 
     def __post_init__(self) -> None:
@@ -298,46 +346,13 @@ class TorchRunnerSettings(RunnerSettings):
             raise SettingsError(f"device {self.device!r} is neither cuda nor cpu")
         if self.dtype == "fp16" and self.device == "cpu":
             raise SettingsError("dtype fp16 needs device cuda: the runner refuses half precision on the CPU")
-        if self.cuda_graphs < 0:
-            raise SettingsError(f"cuda_graphs {self.cuda_graphs} must be a count of shapes, 0 for none")
-        self.check_merge()
-
-
-@dataclass(frozen=True)
-class SimRunnerSettings(RunnerSettings):
-    """The simulated accelerator (kit/adapters/sim_runner_model.py, kit.runners.simulated): `sim_table` is the device
-    table's file in the version folder, `curve` its model's rows, at `precision`."""
-
-    sim_table: str
-    curve: str
-    precision: str = "fp16"
-    FORCE_CPU_ONLY_INPUT_TENSORS: bool = True
-
-    def __post_init__(self) -> None:
-        require_cpu_inputs(self.FORCE_CPU_ONLY_INPUT_TENSORS)
-        if self.precision not in TORCH_DTYPES:
-            raise SettingsError(f"precision {self.precision!r} is not one of {TORCH_DTYPES}")
-        self.check_merge()
-
-
-# Settings by a parameter only their models have, the first that a config holds: a runner's model file, a text
-# classifier's texts (`batches_in_flight`) and its entry (`classifier`), an image classifier's entry and pixels model
-# (`pixels_model`, the pixels model's inherited), a pipeline's entry (`pipeline_module`), a pixel classifier
-# (`backbone`), whatever the model's name.
-PARAMETER_SETTINGS: dict[str, type[Settings]] = {
-    "onnx_model": OnnxRunnerSettings,
-    "torch_model": TorchRunnerSettings,
-    "sim_table": SimRunnerSettings,
-    "batches_in_flight": TextsSettings,
-    "classifier": TextSettings,
-    "pixels_model": ImageClassifierSettings,
-    "pipeline_module": PipelineSettings,
-    "backbone": PixelClassifierSettings,
-}
-
-
-def settings_class(params: dict[str, str]) -> type[Settings] | None:
-    """The settings of a Python-backend model or an entry ensemble, by the parameters it has; None for a model
-    without."""
-    kinds = [kind for key, kind in PARAMETER_SETTINGS.items() if key in params]
-    return kinds[0] if kinds else None
+        if self.cuda_graphs and self.device == "cpu":
+            raise SettingsError("cuda_graphs needs device cuda")
+        if list(self.batch_ladder) != sorted(set(self.batch_ladder)) or any(size < 1 for size in self.batch_ladder):
+            raise SettingsError(f"batch_ladder {list(self.batch_ladder)} is not rising batch sizes of at least 1")
+        if not 0 < self.graph_memory_share <= 1:
+            raise SettingsError(f"graph_memory_share {self.graph_memory_share} is not a share of the free memory (0, 1]")
+        if self.profile_executions < 0:
+            raise SettingsError(f"profile_executions {self.profile_executions} is negative")
+        if self.merge_measured and not self.warm_up:
+            raise SettingsError("merge_measured prices runs by the warm-up's times: it needs warm_up")

@@ -3,7 +3,7 @@
 The export records a few texts of one chunk each with the source model's AI probability for each
 (PyTorch FP32) and the tolerance the served path must meet (`canary` in export.json). The repository
 builder hands that section to the `radar` model's config as the parameter `canary`
-(kit.control.derived), so whoever reads the served config gets it through Triton, not a file system.
+(kit.control.text_task), so whoever reads the served config gets it through Triton, not a file system.
 Each text's served SCORE is its chunk's probability (kit.pipelines.text.pipeline), so a wrong precision,
 a stale engine or a broken stub moves it beyond the tolerance, while padding and batching do not.
 The front door runs it at start and periodically (door.canary).

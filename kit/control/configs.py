@@ -41,21 +41,6 @@ def template(path: str, name: str) -> mc.ModelConfig:
     return config
 
 
-def load_source_config(model: str, source: Path = SOURCE) -> mc.ModelConfig:
-    path = source / model / "config.pbtxt"
-    try:
-        config = parse_config(path.read_text())
-    except text_format.ParseError as exc:
-        raise RepositoryError(f"{path}: {exc}") from exc
-    if config.name != model:
-        raise RepositoryError(f"{path}: name {config.name!r} does not match its folder {model!r}")
-    return config
-
-
-def source_models(source: Path = SOURCE) -> list[str]:
-    return sorted(p.parent.name for p in source.glob("*/config.pbtxt"))
-
-
 def wire_type(config_type: str) -> str:
     """A config's data type (TYPE_FP32) as the inference protocol names it (FP32; TYPE_STRING is BYTES)."""
     return "BYTES" if config_type == "TYPE_STRING" else config_type.removeprefix("TYPE_")
@@ -77,3 +62,8 @@ def parameters(config: mc.ModelConfig) -> dict[str, str]:
 
 def set_parameter(config: mc.ModelConfig, key: str, value) -> None:
     config.parameters[key].string_value = str(value)
+
+
+def instance_count(config: mc.ModelConfig) -> int:
+    """How many instances Triton runs of `config` (a group naming GPUs has `count` on each; none: one)."""
+    return sum(group.count * max(1, len(group.gpus)) for group in config.instance_group) or 1

@@ -36,7 +36,7 @@ class Exporter:
 
 def export_dir(spec: ModelSpec) -> Path:
     """Where the spec's export is: artifacts/models/NAME, or a shipped spec's folder in artifacts/ (`make export`'s)."""
-    return ARTIFACTS / spec.source if spec.shipped else EXPORTS / spec.name
+    return spec.source_path if spec.shipped else EXPORTS / spec.name
 
 
 def stamp(spec: ModelSpec, exporter: Exporter) -> dict:

@@ -22,46 +22,36 @@ policy, measures the run times the policy predicts from.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
+from kit.adapters.settings import ImageClassifierSettings, PixelClassifierSettings
 from kit.control import exports
 from kit.control.configs import set_parameter, template
 from kit.control.exports import Exporter, export_dir
 from kit.control.onnx_task import bounded_batching
-from kit.control.profiles import load_profile
-from kit.control.specs import DOOR_ANSWER, DOOR_ROUTE, ModelSpec, shipped_like
+from kit.control.profiles import Profile
+from kit.control.served import ServedModel, adapter
+from kit.control.specs import ModelSpec, door_parameters
 from kit.control.text_task import checkpoint_labels
 
 EXPORTER = Exporter("export.image_classifier", lambda spec: [], lambda spec: {}, "an image classifier")
 PIXELS_EXPORTER = Exporter(
     "export.resnet",
-    lambda spec: ["--cost", "--cost-threads", str(cpu_threads())] if spec.merge_policy == "cost" else [],
+    lambda spec: ["--cost"] if spec.merge_policy == "cost" else [],
     lambda spec: {"input": spec.input, "merge_policy": spec.merge_policy},
     "a ResNet image classifier (the padded graph of pixels is a ResNet's)",
 )
-# An entry of pixels takes its template's instances and batch cap (placed_like), not its parameters (a device curve
-# priced for another model's runs is not this one's).
-ENTRY_PLACEMENT = frozenset({"instances", "max_batch_size"})
 COST_MODEL = "cost.json"
 BACKBONE_FILES = ("model.onnx", "checkpoint")
 MAX_IMAGE_BYTES = 16 << 20
 MAX_PIXELS = 40_000_000  # what an image may decode to, checked before it is decoded
 PREPROCESSING = "preprocessing.json"
 CLASSIFIER_FILES = ("model.onnx", "checkpoint")  # the graph, and the checkpoint the PyTorch runner serves
-
-
-def placed_like() -> dict[str, str]:
-    """The models whose placement in each profile an image spec's models take: those of the shipped image spec of
-    pixels (ResNet-50's, the image model the profiles were tuned for); an encoded image's classifier takes its
-    backbone's."""
-    return names(shipped_like(lambda spec: spec.task == "image-classification" and spec.input == "pixels", "an image model"))
-
-
-def cpu_threads() -> int:
-    """The backbone's intra-op threads in the CPU profile, where the cost policy's run times are measured."""
-    return int(load_profile("cpu")["models"].get(placed_like()["backbone"], {}).get("threads", 1))
+PIXELS_ADAPTER = adapter("padded_classifier_model")
+PREPROCESS_ADAPTER = adapter("image_pixels_model")
 
 
 def names(spec: ModelSpec) -> dict[str, str]:
@@ -87,29 +77,21 @@ def shipped_meta(spec: ModelSpec) -> dict:
     return {"num_labels": count, "id2label": {str(i): spec.labels[i] if spec.labels else str(i) for i in range(count)}}
 
 
-def image_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]:
-    return pixels_configs(spec) if spec.input == "pixels" else encoded_configs(spec)
+def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
+    return plan_pixels(spec, profile) if spec.input == "pixels" else plan_encoded(spec, profile)
 
 
-def pixels_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]:
+def plan_pixels(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
     """The entry and backbone of a spec of pixels, from their templates: what the spec gives in place of the
     templates' batch cap, queue delay and timeout, its route, policy and label count."""
     meta = shipped_meta(spec) if spec.shipped else export(spec)
-    count = len(checkpoint_labels(spec, meta))
-    model = names(spec)
+    label_names = checkpoint_labels(spec, meta)
+    model, files = names(spec), image_files(spec)
     entry, backbone = template("pixels/entry", model["entry"]), template("pixels/backbone", model["backbone"])
-    given = {
-        "backbone": model["backbone"],
-        "merge_policy": spec.merge_policy,
-        "max_image_pixels": spec.max_image_pixels,
-        DOOR_ROUTE: spec.door_route,
-    }
-    if not spec.shipped or spec.labels:  # a shipped spec without labels has none but the class indices
-        given["labels"] = json.dumps(checkpoint_labels(spec, meta), ensure_ascii=False)
-    for key, value in given.items():
+    for key, value in door_parameters(spec, "pixels-classes").items():
         set_parameter(entry, key, value)
     for config in (entry, backbone):
-        config.output[0].dims[:] = [count]
+        config.output[0].dims[:] = [len(label_names)]
         if "max_batch_size" in spec.given:
             config.max_batch_size = spec.max_batch_size
         if "queue_timeout_seconds" in spec.given:
@@ -118,42 +100,52 @@ def pixels_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict
         entry.dynamic_batching.max_queue_delay_microseconds = spec.max_queue_delay_microseconds
     if "preferred_batch_size" in spec.given:
         entry.dynamic_batching.preferred_batch_size[:] = spec.preferred_batch_size
-    like = dict.fromkeys(model, "") if spec.shipped else placed_like()  # a shipped model has its own placements
+    settings = PixelClassifierSettings(
+        backbone=model["backbone"],
+        merge_policy=spec.merge_policy,
+        cost_model=COST_MODEL,
+        max_image_pixels=spec.max_image_pixels,
+        # a shipped spec without labels has none but the class indices
+        labels=json.dumps(label_names, ensure_ascii=False) if not spec.shipped or spec.labels else "",
+    )
     own = {"instances": spec.instances} if "instances" in spec.given else {}
-    return {model["entry"]: (entry, like["entry"], {}), model["backbone"]: (backbone, like["backbone"], own)}
+    graph = profile.place("pixels-backbone", ServedModel(backbone.name, backbone, files=files[backbone.name]), own)
+    placed = ServedModel(entry.name, entry, settings, PIXELS_ADAPTER, files[entry.name], calls=(graph.name,))
+    return [profile.place("pixels-entry", placed), graph]
 
 
-def encoded_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]:
-    """Each model's canonical config, the shipped model whose profile placement it takes, and the profile settings
-    the spec itself gives it."""
+def plan_encoded(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
+    """The entry ensemble, the model that decodes and preprocesses, and the classifier's graph."""
     meta = export(spec)
     label_names = checkpoint_labels(spec, meta)
-    model = names(spec)
+    model, files = names(spec), image_files(spec)
     pixels_dims = [3, int(meta["height"]), int(meta["width"])]
     (graph_input,), (graph_output,) = meta["inputs"], meta["outputs"]
-    limits = {"max_image_bytes": MAX_IMAGE_BYTES, "max_pixels": MAX_PIXELS}
 
     entry = mc.ModelConfig(name=model["entry"], platform="ensemble", max_batch_size=spec.max_batch_size)
     entry.input.add(name="IMAGE", data_type=mc.TYPE_STRING, dims=[1])
     entry.output.add(name="SCORES", data_type=mc.TYPE_FP32, dims=[len(label_names)])
-    door = {DOOR_ROUTE: spec.door_route, DOOR_ANSWER: "image-labels"}
-    for key, value in {"pixels_model": model["pixels"], **door, **limits}.items():
+    for key, value in door_parameters(spec, "image-labels").items():
         set_parameter(entry, key, value)
-    set_parameter(entry, "labels", json.dumps(label_names, ensure_ascii=False))
     first = entry.ensemble_scheduling.step.add(model_name=model["pixels"], model_version=-1)
     first.input_map["IMAGE"] = "IMAGE"
     first.output_map["PIXELS"] = "pixels"
     second = entry.ensemble_scheduling.step.add(model_name=model["classifier"], model_version=-1)
     second.input_map[graph_input] = "pixels"
     second.output_map[graph_output] = "SCORES"
+    settings = ImageClassifierSettings(
+        pixels_model=model["pixels"],
+        max_image_bytes=MAX_IMAGE_BYTES,
+        max_pixels=MAX_PIXELS,
+        labels=json.dumps(label_names, ensure_ascii=False),
+    )
 
     pixels = mc.ModelConfig(name=model["pixels"], backend="python")
     pixels.input.add(name="IMAGE", data_type=mc.TYPE_STRING, dims=[1])
     pixels.output.add(name="PIXELS", data_type=mc.TYPE_FP32, dims=pixels_dims)
-    set_parameter(pixels, "preprocessing", PREPROCESSING)
-    set_parameter(pixels, "parameters_from", model["entry"])  # its limits, read from the entry (kit.control.derived)
     pixels.instance_group.add(kind=mc.ModelInstanceGroup.KIND_CPU, count=1)
     bounded_batching(pixels, spec)
+    pixels_settings = replace(settings, preprocessing=PREPROCESSING, parameters_from=model["entry"])
 
     classifier = mc.ModelConfig(name=model["classifier"], backend="onnxruntime")
     classifier.input.add(name=graph_input, data_type=mc.TYPE_FP32, dims=pixels_dims)
@@ -161,8 +153,11 @@ def encoded_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dic
     classifier.instance_group.add(kind=mc.ModelInstanceGroup.KIND_GPU, count=spec.instances)
     bounded_batching(classifier, spec)
     own = {"instances": spec.instances} if "instances" in spec.given else {}
-    backbone = placed_like()["backbone"]
-    return {model["entry"]: (entry, "", {}), model["pixels"]: (pixels, "", {}), model["classifier"]: (classifier, backbone, own)}
+    return [
+        profile.place("image-entry", ServedModel(entry.name, entry, settings)),
+        profile.place("image-pixels", ServedModel(pixels.name, pixels, pixels_settings, PREPROCESS_ADAPTER, files[pixels.name])),
+        profile.place("image-graph", ServedModel(classifier.name, classifier, files=files[classifier.name]), own),
+    ]
 
 
 def image_files(spec: ModelSpec) -> dict[str, dict[str, Path]]:

@@ -7,6 +7,7 @@ docs/MODELS.md walks through it.
     kit add NAME --task onnx --from FILE [--max-batch-size N] [--route /v1/...] [--models DIR]
     kit add NAME --task text-classification --from CHECKPOINT_DIR_OR_HUB_ID [--max-chars N] [...]
     kit add NAME --task feature-extraction --from CHECKPOINT_DIR_OR_HUB_ID [--pooling mean|cls] [--normalize] [...]
+    kit add NAME --task text-ranking --from CHECKPOINT_DIR_OR_HUB_ID [--aggregation max|mean] [--max-chars N] [...]
     kit add NAME --task image-classification --from CHECKPOINT_DIR_OR_HUB_ID [--input image|pixels] [--route /v1/...]
     kit add NAME --task pipeline --from MODULE.py [--max-batch-size N] [--route /v1/...]
     kit list [--models DIR]
@@ -23,18 +24,20 @@ from pathlib import Path
 from kit.control.configs import REPO_ROOT, SOURCE, RepositoryError
 from kit.control.exports import export, export_dir, exported
 from kit.control.specs import (
+    AGGREGATIONS,
     HUB_ID,
     IMAGE_INPUTS,
     MERGE_POLICIES,
     MODELS,
     NAME,
     POOLINGS,
+    ModelSpec,
     check_routes,
     read_spec,
     read_specs,
     spec_text,
 )
-from kit.control.tasks import TASKS, canonical_models, servable_specs, shipped_specs, task_of
+from kit.control.tasks import TASKS, entry_config, shipped_models, shipped_specs, task_of
 
 
 def source_text(source: Path, folder: Path) -> str:
@@ -52,19 +55,30 @@ def add(name: str, task: str, source: Path, folder: Path, settings: dict, replac
     """Checks the model and writes its spec; returns the spec's path. RepositoryError says what does not fit."""
     if not NAME.match(name):
         raise RepositoryError(f"the name {name!r} must be lower-case letters, digits and _, starting with a letter")
-    if name in canonical_models(SOURCE):
+    if name in shipped_models(SOURCE):
         raise RepositoryError(f"{name!r} is a model the kit ships; choose another name")
     path = folder / f"{name}.toml"
     if path.exists() and not replace:
         raise RepositoryError(f"{path} exists; pass --replace to write it again")
     text = spec_text(task, source_text(source, folder), settings)
     spec = read_spec(path, text)
-    check_routes({**servable_specs(folder)[0], name: spec})  # a broken spec beside it is its own matter
+    check_routes({**readable_specs(folder), name: spec})  # a broken spec beside it is its own matter
     checked = task_of(spec).check(spec)
     folder.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     print(checked)
     return path
+
+
+def readable_specs(folder: Path) -> dict[str, ModelSpec]:
+    """The specs in `folder` that read, by name."""
+    specs = {}
+    for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
+        try:
+            specs[path.stem] = read_spec(path)
+        except RepositoryError:
+            continue
+    return specs
 
 
 def parameter_table(pairs: list[str], option: str = "--parameter") -> dict[str, str]:
@@ -88,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         dest="source",
         type=Path,
         required=True,
-        help="onnx: a .onnx graph; text-classification, feature-extraction, image-classification: a checkpoint folder or "
-        "a hub id; pipeline: the Python module of your own pre- and post-processing (docs/MODELS.md)",
+        help="onnx: a .onnx graph; text-classification, feature-extraction, text-ranking, image-classification: a checkpoint "
+        "folder or a hub id; pipeline: the Python module of your own pre- and post-processing (docs/MODELS.md)",
     )
     a.add_argument("--max-batch-size", type=int, help="the model's batch cap; 0 serves it unbatched (onnx)")
     a.add_argument("--max-chars", type=int, help="text tasks: chunk size in characters (default: the token limit)")
@@ -105,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         help="image-classification: an encoded image file (default), or normalised pixels of any size (a ResNet checkpoint)",
     )
     a.add_argument("--merge-policy", choices=MERGE_POLICIES, help="image-classification of pixels (default: cost)")
+    a.add_argument(
+        "--aggregation", choices=AGGREGATIONS, help="text-ranking: a long document's score of its chunks' (default max)"
+    )
     a.add_argument("--score-label", help="text-classification: answer this label's probability alone (default: every label's)")
     a.add_argument(
         "--parameter",
@@ -132,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "add":
             given = {"max_batch_size": args.max_batch_size, "max_chars": args.max_chars, "route": args.route}
             given["score_label"] = args.score_label
-            given |= {"pooling": args.pooling, "normalize": args.normalize}
+            given |= {"pooling": args.pooling, "normalize": args.normalize, "aggregation": args.aggregation}
             given |= {"input": args.input, "merge_policy": args.merge_policy}
             given["parameters"] = parameter_table(args.parameter) if args.parameter else None
             given["networks"] = parameter_table(args.network, "--network") if args.network else None
@@ -149,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
                     export(spec, exporter)
         else:
             for spec in (shipped_specs(SOURCE) | read_specs(args.models)).values():
-                config = task_of(spec).models(spec)[spec.name].config
+                config = entry_config(spec)
                 tensors = ", ".join(t.name for t in config.input) + " -> " + ", ".join(t.name for t in config.output)
                 line = f"{spec.name:<20} {spec.task:<19} max_batch={config.max_batch_size:<4} {tensors}  {spec.door_route}"
                 print(line + ("  (shipped)" if spec.shipped else ""))

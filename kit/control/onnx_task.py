@@ -24,7 +24,9 @@ from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import np_to_triton_dtype
 
 from kit.control.configs import config_type, numpy_type, set_parameter
-from kit.control.specs import DOOR_AXES, DOOR_ROUTE, ModelSpec
+from kit.control.profiles import Profile
+from kit.control.served import ServedModel
+from kit.control.specs import DOOR_AXES, ModelSpec, door_parameters
 from kit.runners.onnx import make_session
 
 GRAPH = "model.onnx"  # the name the graph takes in its version folder: the ONNX runner's default
@@ -75,6 +77,8 @@ def read_facts(path: Path, modified_ns: int) -> GraphFacts:
 
 
 def graph_facts(spec: ModelSpec) -> GraphFacts:
+    if spec.shipped and not spec.source_path.is_file():
+        raise spec.error("source", f"names {spec.source_path}, which the export did not write", "run `make export` first")
     try:
         return read_facts(spec.source_path, spec.source_path.stat().st_mtime_ns)
     except Exception as exc:  # onnx raises protobuf's DecodeError and its own errors alike
@@ -83,7 +87,8 @@ def graph_facts(spec: ModelSpec) -> GraphFacts:
 
 def onnx_config(spec: ModelSpec, routed: bool = True) -> mc.ModelConfig:
     """The canonical (GPU-native, onnxruntime backend) config of the spec's graph; `routed`: the door serves it (its
-    route and shared axes as parameters), as it does a spec's graph but not a network behind a pipeline's entry."""
+    route and shared axes as parameters), as it does a spec's graph unless the spec says `door = false`, but not a
+    network behind a pipeline's entry."""
     config = mc.ModelConfig(name=spec.name, backend="onnxruntime", max_batch_size=spec.max_batch_size)
     facts = graph_facts(spec)
     inputs, outputs = facts.inputs, facts.outputs
@@ -102,8 +107,9 @@ def onnx_config(spec: ModelSpec, routed: bool = True) -> mc.ModelConfig:
             if not dims:  # one value per row: Triton's dims cannot be empty, so [1] reshaped to the graph's []
                 tensor.reshape.SetInParent()
     config.instance_group.add(kind=mc.ModelInstanceGroup.KIND_GPU, count=spec.instances)
-    if routed:
-        set_parameter(config, DOOR_ROUTE, spec.door_route)
+    if routed and spec.door:
+        for key, value in door_parameters(spec).items():
+            set_parameter(config, key, value)
         axes = shared_axes(inputs, spec.max_batch_size > 0)
         if axes:
             set_parameter(config, DOOR_AXES, json.dumps(axes, separators=(",", ":")))
@@ -114,7 +120,8 @@ def onnx_config(spec: ModelSpec, routed: bool = True) -> mc.ModelConfig:
 
 def bounded_batching(config: mc.ModelConfig, spec: ModelSpec) -> None:
     """The spec's batch cap, queue delay and preferred sizes on a model that batches requests, with a bounded queue
-    that refuses past QUEUE_PER_BATCH full batches or the spec's queue timeout."""
+    that refuses past the spec's `max_queue_size` (QUEUE_PER_BATCH full batches unless it says) or its queue
+    timeout."""
     config.max_batch_size = spec.max_batch_size
     batching = config.dynamic_batching
     batching.max_queue_delay_microseconds = spec.max_queue_delay_microseconds
@@ -123,7 +130,7 @@ def bounded_batching(config: mc.ModelConfig, spec: ModelSpec) -> None:
     policy.timeout_action = mc.ModelQueuePolicy.REJECT
     policy.default_timeout_microseconds = int(spec.queue_timeout_seconds * 1e6)
     policy.allow_timeout_override = True
-    policy.max_queue_size = QUEUE_PER_BATCH * spec.max_batch_size
+    policy.max_queue_size = spec.max_queue_size or QUEUE_PER_BATCH * spec.max_batch_size
 
 
 def shared_axes(inputs: Sequence[onnx.ValueInfoProto], batched: bool) -> dict[str, list[str]]:
@@ -188,3 +195,18 @@ def check_graph(spec: ModelSpec) -> float:
 def graph_files(spec: ModelSpec) -> dict[str, Path]:
     """What the version folder links: the graph as model.onnx, and the files its external weights name."""
     return {GRAPH: spec.source_path} | {name: spec.source_path.parent / name for name in graph_facts(spec).external}
+
+
+def names(spec: ModelSpec) -> dict[str, str]:
+    return {"graph": spec.name}
+
+
+def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
+    """The spec's graph, placed as an `onnx-graph`, with the instances the spec gives."""
+    model = ServedModel(spec.name, onnx_config(spec), files=graph_files(spec))
+    return [profile.place("onnx-graph", model, {"instances": spec.instances})]
+
+
+def check(spec: ModelSpec) -> str:
+    """`kit add`'s check: batched rows against single rows."""
+    return f"checked {spec.source_path}: batched rows against single rows differ by at most {check_graph(spec):.3g}"

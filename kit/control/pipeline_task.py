@@ -25,6 +25,7 @@ import asyncio
 import dataclasses
 import functools
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -32,22 +33,19 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from kit.adapters.custom_pipeline import in_process_networks, load_definition
 from kit.adapters.settings import PipelineSettings, SettingsError, keys, module_settings
-from kit.control.configs import (
-    SOURCE,
-    RepositoryError,
-    config_type,
-    load_source_config,
-    set_parameter,
-    source_models,
-)
+from kit.control import onnx_task
+from kit.control.configs import RepositoryError, config_type, set_parameter
 from kit.control.onnx_task import ATOL, CHECK_ROWS, RTOL, bounded_batching, example_inputs, graph_files, onnx_config
-from kit.control.specs import DOOR_ANSWER, DOOR_ROUTE, DOOR_SCHEMA, KEYS, ModelSpec, read_spec
+from kit.control.profiles import CANONICAL, Profile
+from kit.control.served import ServedModel, adapter
+from kit.control.specs import DOOR_SCHEMA, KEYS, ModelSpec, door_parameters, read_spec
 from kit.pipelines.custom import Definition, DefinitionError, answer
 
 MODULE = "pipeline.py"  # the module's name in the entry's version folder
 IN_FLIGHT_PER_BATCH = 4  # requests under way at once, in full batches of the entry
 # Requests an unbatched entry instance runs at once: their network calls meet in the networks' batchers.
 UNBATCHED_IN_FLIGHT = 8
+ADAPTER = adapter("pipeline_model")
 
 
 @functools.lru_cache(maxsize=16)
@@ -61,12 +59,12 @@ def module_definition(path: Path) -> Definition:
     return loaded(path, path.stat().st_mtime_ns)
 
 
-def check_module_settings(model: str, settings: PipelineSettings, files: dict[str, Path]) -> None:
-    """A pipeline entry's own parameters, inherited ones included, against its module's SETTINGS: at build time."""
+def check_module_settings(spec: ModelSpec, settings: PipelineSettings, pipeline: Definition) -> None:
+    """A pipeline entry's own parameters, inherited and placed ones included, against its module's SETTINGS."""
     try:
-        settings.module_settings(module_definition(files[settings.pipeline_module]).settings)
-    except (SettingsError, DefinitionError) as exc:
-        raise RepositoryError(f"{model}: {exc}") from None
+        settings.module_settings(pipeline.settings)
+    except SettingsError as exc:
+        raise spec.error("parameters", f"do not fit the module's SETTINGS: {exc}", "set what it needs") from None
 
 
 def pipeline_of(spec: ModelSpec) -> Definition:
@@ -99,45 +97,52 @@ def network_spec(spec: ModelSpec, network: str, graph: str) -> ModelSpec:
     return dataclasses.replace(spec, name=name, source=str(source), route="", max_batch_size=network_rows(spec))
 
 
-def network_configs(spec: ModelSpec, pipeline: Definition) -> dict[str, mc.ModelConfig]:
-    """Each network's config: that of the model the spec's `networks` names, or, as the `onnx` task's but without
-    a door route, its own graph's (a network is the entry's to call)."""
+def network_models(spec: ModelSpec, pipeline: Definition, profile: Profile) -> dict[str, tuple[ServedModel, bool]]:
+    """Each network's model, placed, and whether the spec brings it: its own graph's, configured as the `onnx` task's
+    but without a door route (a network is the entry's to call), or the model the spec's `networks` maps it to,
+    planned as the spec beside it that brings it plans it."""
     shared = dict(spec.networks)
     undeclared = sorted(set(shared) - set(pipeline.networks))
     if undeclared:
         raise spec.error("networks", f"names {undeclared[0]!r}, which the module's NETWORKS lacks", "name its networks")
-    source = spec.path.parent if spec.shipped else SOURCE
-    beside = graph_models_beside(spec) if shared and not spec.shipped else {}
-    configs = {}
+    beside = graph_models_beside(spec) if shared else {}
+    models = {}
     for network, graph in pipeline.networks.items():
         if network not in shared:
-            configs[network] = onnx_config(network_spec(spec, network, graph), routed=False)
-            continue
-        if shared[network] in source_models(source):
-            configs[network] = load_source_config(shared[network], source)
+            models[network] = place_graph(network_spec(spec, network, graph), profile), True
             continue
         if shared[network] not in beside:
             raise spec.error(
                 "networks",
-                f"maps {network} to {shared[network]!r}, which is neither a committed model nor one a spec beside it "
-                "serves from its own graph",
-                "name a committed model, an onnx spec's model or another pipeline's network (NAME_network)",
+                f"maps {network} to {shared[network]!r}, which no spec beside it serves from a graph of its own",
+                "name an onnx spec's model or another pipeline's network (NAME_network)",
             )
-        own, (_, graph_spec) = network_spec(spec, network, graph), beside[shared[network]]
-        configs[network] = same_tensors(spec, network, onnx_config(own, routed=False), onnx_config(graph_spec, routed=False))
-    return configs
+        graph_spec = beside[shared[network]][1]
+        if (spec.source_path.parent / graph).is_file():  # the graph the module was checked with, where it ships one
+            own = onnx_config(network_spec(spec, network, graph), routed=False)
+            same_tensors(spec, network, own, onnx_config(graph_spec, routed=False))
+        models[network] = place_graph(graph_spec, profile), False
+    return models
+
+
+def place_graph(spec: ModelSpec, profile: Profile) -> ServedModel:
+    """A graph's model as its spec plans it: an `onnx` spec's, or a pipeline's network (`network_spec`)."""
+    if spec.task == "onnx":
+        return onnx_task.plan(spec, profile)[0]
+    model = ServedModel(spec.name, onnx_config(spec, routed=False), files=graph_files(spec))
+    return profile.place("pipeline-network", model, {"instances": spec.instances})
 
 
 def graph_models_beside(spec: ModelSpec) -> dict[str, tuple[ModelSpec, ModelSpec]]:
     """The models the other specs of the spec's folder serve from graphs of their own, by name: the spec that brings
-    each, and the `onnx` spec of its graph (an `onnx` spec's own, or a pipeline's network_spec). A spec that does not
-    read is skipped here: the build names its mistake."""
+    each, and the spec of its graph (an `onnx` spec's own, or a pipeline's network_spec). A spec that does not read
+    is skipped here: the build names its mistake."""
     found = {}
     for path in sorted(spec.path.parent.glob("*.toml")):
         if path.stem == spec.name:
             continue
         try:
-            other = read_spec(path)
+            other = read_spec(path, artifacts=spec.artifacts)
             if other.task == "onnx":
                 found[other.name] = (other, other)
             elif other.task == "pipeline":
@@ -155,7 +160,7 @@ def with_network_specs(spec: ModelSpec) -> dict[str, ModelSpec]:
     chosen, todo = {spec.name: spec}, [spec]
     while todo:
         current = todo.pop()
-        if current.task != "pipeline" or current.shipped:
+        if current.task != "pipeline":
             continue
         beside = graph_models_beside(current)
         for model in dict(current.networks).values():
@@ -176,9 +181,9 @@ def tensors(config: mc.ModelConfig) -> str:
     return f"{of(config.input)} -> {of(config.output)}"
 
 
-def same_tensors(spec: ModelSpec, network: str, own: mc.ModelConfig, other: mc.ModelConfig) -> mc.ModelConfig:
-    """`other`, the model a network is mapped to, where its tensors are those of the module's own graph (what the
-    module was checked with); a SpecError that shows both where they differ."""
+def same_tensors(spec: ModelSpec, network: str, own: mc.ModelConfig, other: mc.ModelConfig) -> None:
+    """The model a network is mapped to must have the tensors of the module's own graph (what the module was checked
+    with); a SpecError that shows both where they differ."""
     if tensors(own) != tensors(other):
         raise spec.error(
             "networks",
@@ -186,50 +191,72 @@ def same_tensors(spec: ModelSpec, network: str, own: mc.ModelConfig, other: mc.M
             f"{pipeline_of(spec).networks[network]} ({tensors(own)})",
             "map it to a model of the same graph",
         )
-    return other
 
 
-def entry_parameters(spec: ModelSpec, pipeline: Definition, networks: dict[str, mc.ModelConfig]) -> dict[str, object]:
-    """The entry's parameters: the adapter's, the door's, and the module's own (SETTINGS, whose full check is the
-    build's, once `parameters_from` has given what the spec leaves to another entry)."""
+def door(spec: ModelSpec) -> dict[str, str]:
+    """The door's parameters of the entry: its route, its answer and, for a JSON document, that document's schema."""
+    params = door_parameters(spec, spec.door_answer)
+    if spec.door_schema:
+        try:
+            params[DOOR_SCHEMA] = json.dumps(json.loads(spec.schema_path.read_text()), separators=(",", ":"))
+        except json.JSONDecodeError as exc:
+            raise spec.error("door_schema", f"names a file that is not JSON ({exc})", "write a JSON Schema there") from None
+    return params
+
+
+def entry_settings(spec: ModelSpec, pipeline: Definition, networks: dict[str, ServedModel], profile: Profile) -> PipelineSettings:
+    """The entry's settings: the adapter's, and the module's own (its SETTINGS, from the spec's `parameters`, where
+    it sets none those of the entry `parameters_from` names, as that entry's spec and profile give them)."""
     own = dict(spec.parameters)
     known = sorted(keys(pipeline.settings)) if pipeline.settings else []
     unknown = sorted(set(own) - set(known))
     if unknown:
         fix = f"its SETTINGS take {', '.join(known)}" if known else "it declares no SETTINGS"
         raise spec.error("parameters", f"holds {unknown[0]!r}, which the module does not read", fix)
-    served = {n: {"model": c.name, "outputs": [o.name for o in c.output]} for n, c in networks.items()}
+    served = {n: {"model": m.name, "outputs": [o.name for o in m.config.output]} for n, m in networks.items()}
     batched = spec.max_batch_size > 0
     in_flight = IN_FLIGHT_PER_BATCH * spec.max_batch_size if batched else UNBATCHED_IN_FLIGHT
-    door = {DOOR_ROUTE: spec.door_route}
-    if spec.door_answer:
-        door[DOOR_ANSWER] = spec.door_answer
-    if spec.door_schema:
-        try:
-            door[DOOR_SCHEMA] = json.dumps(json.loads(spec.schema_path.read_text()), separators=(",", ":"))
-        except json.JSONDecodeError as exc:
-            raise spec.error("door_schema", f"names a file that is not JSON ({exc})", "write a JSON Schema there") from None
-    return {
-        "pipeline_module": MODULE,
-        "networks": json.dumps(served, separators=(",", ":")),
-        "max_rows": network_rows(spec),
-        "requests_in_flight": spec.requests_in_flight or in_flight,
-        **({"parameters_from": spec.parameters_from} if spec.parameters_from else {}),
-        **own,
-        **door,
-    }
+    settings = PipelineSettings(
+        pipeline_module=MODULE,
+        networks=json.dumps(served, separators=(",", ":")),
+        max_rows=network_rows(spec),
+        requests_in_flight=spec.requests_in_flight or in_flight,
+        network_rows=json.dumps({n: m.config.max_batch_size for n, m in networks.items()}, separators=(",", ":")),
+        parameters_from=spec.parameters_from,
+    )
+    try:
+        return settings.with_parameters(inherited_parameters(spec, profile) | own)
+    except SettingsError as exc:
+        raise spec.error("parameters", f"do not fit: {exc}", "set what the module's SETTINGS take") from None
 
 
-def pipeline_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]:
-    """The entry's and each network's canonical config, with the profile settings the spec gives each; a network
-    that is a committed model is that model's, not the spec's."""
+def inherited_parameters(spec: ModelSpec, profile: Profile) -> dict[str, str]:
+    """The parameters of the entry `parameters_from` names, as its spec and the profile give them."""
+    if not spec.parameters_from:
+        return {}
+    path = spec.path.parent / f"{spec.parameters_from}.toml"
+    if not path.is_file():
+        raise spec.error("parameters_from", f"names {spec.parameters_from!r}, which no spec beside it is", "name one")
+    other = read_spec(path, artifacts=spec.artifacts)
+    placed = profile.placement("pipeline-entry", other.name, mc.ModelConfig()).get("parameters", {})
+    return dict(other.parameters) | {key: str(value) for key, value in placed.items()}
+
+
+def names(spec: ModelSpec) -> dict[str, str]:
+    own = [network for network in pipeline_of(spec).networks if network not in dict(spec.networks)]
+    return {"entry": spec.name} | {network: f"{spec.name}_{network}" for network in own}
+
+
+def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
+    """The entry, placed, and each network's model the spec brings; a network mapped to another spec's model is that
+    model, which that spec brings."""
     pipeline = pipeline_of(spec)
-    networks = network_configs(spec, pipeline)
+    networks = network_models(spec, pipeline, profile)
     entry = mc.ModelConfig(name=spec.name, backend="python")
-    for tensors, add in ((pipeline.inputs, entry.input.add), (pipeline.outputs, entry.output.add)):
-        for tensor in tensors:
+    for tensors_of, add in ((pipeline.inputs, entry.input.add), (pipeline.outputs, entry.output.add)):
+        for tensor in tensors_of:
             add(name=tensor.name, data_type=config_type(tensor.data_type), dims=list(tensor.dims))
-    for key, value in entry_parameters(spec, pipeline, networks).items():
+    for key, value in door(spec).items():
         set_parameter(entry, key, value)
     entry.instance_group.add(kind=mc.ModelInstanceGroup.KIND_CPU, count=1)
     if spec.max_batch_size > 0:
@@ -238,21 +265,17 @@ def pipeline_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, di
     # max_batch_size 0 that has a queue policy (a burst of 128 requests to a model that answers at once took 14.6-30 s,
     # up to 32 of them refused as timed out, against 0.04-0.06 s without; perf/results/unbatched_queue.json,
     # docs/RELIABILITY.md). What waits for it is bounded in front of it, by the door.
-    own = {"instances": spec.instances}
-    shared = dict(spec.networks)
-    brought = {config.name: (config, "", own) for network, config in networks.items() if network not in shared}
-    return {spec.name: (entry, "", {})} | brought
-
-
-def pipeline_files(spec: ModelSpec) -> dict[str, dict[str, Path]]:
-    """The module the entry loads, and each network's graph."""
-    pipeline = pipeline_of(spec)
-    files = {spec.name: {MODULE: spec.source_path} | {name: spec.source_path.parent / name for name in pipeline.files}}
-    shared = dict(spec.networks)
-    for network, graph in pipeline.networks.items():
-        if network not in shared:
-            files[f"{spec.name}_{network}"] = graph_files(network_spec(spec, network, graph))
-    return files
+    placed = {n: model for n, (model, _) in networks.items()}
+    settings = entry_settings(spec, pipeline, placed, profile)
+    files = {MODULE: spec.source_path} | {name: spec.source_path.parent / name for name in pipeline.files}
+    files |= {name: spec.path_of(path) for name, path in spec.files}
+    # The graphs at the module's own paths, so that the entry can run them in its process (`engines: in_process`).
+    files |= {pipeline.networks[n]: model.files["model.onnx"] for n, model in placed.items()}
+    entry_model = profile.place("pipeline-entry", ServedModel(spec.name, entry, settings, ADAPTER, files))
+    check_module_settings(spec, entry_model.settings, pipeline)
+    if entry_model.settings.engines == "bls":  # in its own process it calls none of them
+        entry_model = replace(entry_model, calls=tuple(model.name for model in placed.values()))
+    return [entry_model] + [model for model, brought in networks.values() if brought]
 
 
 def ready_pipeline(spec: ModelSpec) -> Definition:
@@ -271,7 +294,7 @@ def ready_pipeline(spec: ModelSpec) -> Definition:
 def check_pipeline(spec: ModelSpec) -> str:
     """`kit add`'s check: the pipeline run in this process on random rows (or its EXAMPLE), batched and one row at a
     time; of an unbatched spec, each row as a request of its own."""
-    entry, *_ = pipeline_configs(spec)[spec.name]
+    entry = plan(spec, CANONICAL)[0].config
     pipeline = ready_pipeline(spec)
     networks = in_process_networks(pipeline, spec.source_path.parent, network_rows(spec))
     inputs = pipeline.example if pipeline.example is not None else example_inputs(entry, CHECK_ROWS)

@@ -1,108 +1,121 @@
-"""Deployment profiles (`model_repository/profiles/<name>.json`): per-model settings that change
-placement, backend and batching of the committed configs, never what a model computes.
+"""Deployment profiles (`model_repository/profiles/<name>.json`, or any such file): where and how each model runs on
+one target, by the role the model plays, with overrides per model; never what a model computes.
 
-Each target has one applier (kit.control.cpu_profile, gpu_profile, gpu_embedded_profile) that
-accepts its own settings plus the common ones below and refuses any other key, so a misspelt
-setting fails the build instead of being ignored.
+    {"target": "cpu",
+     "roles": {"text-graph": {"graph": "model.cpu.onnx", "instances": 2, "threads": 1, "max_batch_size": 8}},
+     "models": {"radar_classifier": {"preferred_batch_size": [8], "max_queue_delay_microseconds": 50000}}}
 
-Common settings, on every target:
+A model's placement is its role's (ROLES: a task names the role of each model it plans), less what its spec gives,
+then the spec's own settings, then the profile's entry for the model by name. A role's batch cap keeps only the
+config's preferred batch sizes it admits; an entry by name is held to the sizes it leaves. Each target's applier
+(kit.control.embedded for the embedded server, on a CPU or a GPU host; kit.control.container for Triton's container)
+takes its own keys and the common ones (kit.control.placement) and refuses any other, so a misspelt setting fails the
+build:
 
     instances                        instances (per GPU for GPU models)
-    max_batch_size                   a lower cap on the rows of one execution (1 .. the committed
-                                     max_batch_size): with several single-thread instances on CPU, small
-                                     executions keep every instance busy instead of one taking the queue
+    max_batch_size                   a lower cap on the rows of one execution (1 .. the canonical max_batch_size)
     max_queue_delay_microseconds     the dynamic batcher's delay
     preferred_batch_size             its preferred batch sizes
     default_timeout_microseconds     how long a request may wait in the queue before it is refused
-    queue_policy                     false: no queue bound or wait limit of Triton's own, for a model whose
-                                     only caller bounds what it sends (Triton 2.51's batcher does not
-                                     gather the next batch during an execution while a model has a policy)
-    ragged_batch                     true: one execution may take waiting requests of different shapes
-                                     (a Python-backend model that batches itself: resnet50, the ONNX and
-                                     PyTorch runners); false: Triton closes a batch at the first shape change
-    parameters                       config parameters to set (e.g. RADAR's bucket_count)
+    queue_policy                     false: no queue bound or wait limit of Triton's own, for a model whose only caller
+                                     bounds what it sends (Triton 2.51's batcher does not gather the next batch during an
+                                     execution while a model has a policy); the build checks that such a caller exists
+    ragged_batch                     true: one execution may take waiting requests of different shapes (a
+                                     Python-backend model that batches itself); false: Triton closes a batch at the first
+                                     shape change
+    parameters                       values of the model's typed settings (kit.adapters.settings), by field name: a
+                                     text entry's `bucket_count`, a texts model's `batches_in_flight`, ...
+    files                            files of the profile's own (paths beside the profile file) linked into the
+                                     model's version folder, by name: a cost model measured on another device, say
 
-An ensemble (`radar`) has no instances and no batcher of its own: Triton's ensemble scheduler runs its
-steps on the models they name. It takes `parameters` alone, on every target (apply_ensemble).
+An ensemble has no instances and no batcher of its own: it takes `parameters` alone.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from kit.control.configs import SOURCE, RepositoryError, copy_config, set_parameter
+from kit.control import container, embedded
+from kit.control.configs import REPO_ROOT, SOURCE, RepositoryError
+from kit.control.served import ServedModel
 
-COMMON = frozenset(
-    {
-        "instances",
-        "max_batch_size",
-        "max_queue_delay_microseconds",
-        "preferred_batch_size",
-        "default_timeout_microseconds",
-        "queue_policy",
-        "ragged_batch",
-        "parameters",
-    }
+# Each target's applier: the embedded server on a CPU or GPU host, Triton's container on GPUs; and `canonical`, which
+# places nothing: the models as their tasks make them, for what needs those alone (`kit add`'s check, tools).
+TARGETS = {
+    "cpu": embedded.place,
+    "gpu-embedded": embedded.place,
+    "gpu": container.place,
+    "canonical": lambda model, placement, target, lengths: model,
+}
+# The roles a task's models play (kit.control.tasks), each placed alike whichever spec brings the model.
+ROLES = (
+    "onnx-graph",
+    "text-entry",
+    "text-texts",
+    "text-graph",
+    "image-entry",
+    "image-pixels",
+    "image-graph",
+    "pixels-entry",
+    "pixels-backbone",
+    "pipeline-entry",
+    "pipeline-network",
 )
 
 
-def load_profile(name: str, source: Path = SOURCE) -> dict:
-    path = source / "profiles" / f"{name}.json"
+@dataclass(frozen=True)
+class Profile:
+    """A profile as read: its target, its placement of each role, its entries by model name, and the file's folder
+    (where a runner of its own is, relative to it)."""
+
+    name: str
+    target: str
+    roles: dict[str, dict] = field(default_factory=dict)
+    models: dict[str, dict] = field(default_factory=dict)
+    folder: Path = SOURCE / "profiles"
+
+    def placement(self, role: str, name: str, config: mc.ModelConfig, given: dict | None = None) -> dict:
+        """The placement of model `name` playing `role`, whose canonical config is `config`; `given`: what its spec
+        sets itself (which the role's placement leaves alone)."""
+        given, roles, own = given or {}, self.roles.get(role, {}), self.models.get(name, {})
+        placed = {key: value for key, value in roles.items() if key not in given and key != "parameters"}
+        if "max_batch_size" in placed and "preferred_batch_size" not in given | own:
+            cap = int(placed["max_batch_size"])
+            placed["preferred_batch_size"] = [b for b in config.dynamic_batching.preferred_batch_size if b <= cap]
+        parameters = roles.get("parameters", {}) | given.get("parameters", {}) | own.get("parameters", {})
+        return placed | given | own | ({"parameters": parameters} if parameters else {})
+
+    def place(self, role: str, model: ServedModel, given: dict | None = None, lengths: Sequence[int] = ()) -> ServedModel:
+        """`model` placed on this profile's target as its role and name say; `lengths`: those its callers pad its
+        free axis to (a text graph's buckets), for a runner that warms up."""
+        placement = self.placement(role, model.name, model.config, given)
+        if "files" in placement:  # a profile's own files, beside it
+            placement["files"] = {name: self.folder / path for name, path in placement["files"].items()}
+        if "model_py" in placement:
+            placement["model_py"] = self.folder / placement["model_py"]
+        return TARGETS[self.target](replace(model, role=role), placement, self.target, lengths)
+
+
+def load_profile(name: str | Path, source: Path = SOURCE) -> Profile:
+    """The profile `name` of the source's profiles, or the profile file at that path."""
+    path = Path(name) if str(name).endswith(".json") else source / "profiles" / f"{name}.json"
+    path = (path if path.is_absolute() or path.exists() else REPO_ROOT / path).resolve()
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in (source / "profiles").glob("*.json")))
         raise RepositoryError(f"no profile {name!r} (known: {known})")
-    return json.loads(path.read_text())
-
-
-def check_keys(config: mc.ModelConfig, settings: dict, known: frozenset[str], target: str) -> None:
-    unknown = set(settings) - known
+    data = json.loads(path.read_text())
+    unknown = sorted(set(data.get("roles", {})) - set(ROLES))
     if unknown:
-        raise RepositoryError(f"{config.name}: unknown {target} settings {sorted(unknown)} (known: {sorted(known)})")
+        raise RepositoryError(f"{path}: unknown roles {unknown} (the roles are {', '.join(ROLES)})")
+    target = data.get("target", path.stem)
+    if target not in TARGETS:
+        raise RepositoryError(f"{path}: no target {target!r} (the targets are {', '.join(TARGETS)})")
+    return Profile(path.stem, target, data.get("roles", {}), data.get("models", {}), path.parent)
 
 
-def apply_ensemble(config: mc.ModelConfig, settings: dict) -> mc.ModelConfig:
-    """An ensemble's only setting: its parameters (the ones its steps' models inherit, kit.control.derived)."""
-    check_keys(config, settings, frozenset({"parameters"}), "ensemble")
-    config = copy_config(config)
-    for key, value in settings.get("parameters", {}).items():
-        set_parameter(config, key, value)
-    return config
-
-
-def apply_common(config: mc.ModelConfig, settings: dict) -> None:
-    """The common settings, on a copy that the target's applier already placed."""
-    if "max_batch_size" in settings:
-        cap = int(settings["max_batch_size"])
-        if not 1 <= cap <= config.max_batch_size:
-            committed = config.max_batch_size
-            raise RepositoryError(f"{config.name}: max_batch_size {cap} is outside 1 .. {committed}, the committed one")
-        config.max_batch_size = cap
-    batching = COMMON - {"instances", "max_batch_size", "parameters"}
-    if any(key in settings for key in batching) and not config.HasField("dynamic_batching"):
-        raise RepositoryError(f"{config.name}: batching settings need the config's dynamic_batching")
-    if "max_queue_delay_microseconds" in settings:
-        config.dynamic_batching.max_queue_delay_microseconds = int(settings["max_queue_delay_microseconds"])
-    if "preferred_batch_size" in settings:
-        config.dynamic_batching.preferred_batch_size[:] = [int(b) for b in settings["preferred_batch_size"]]
-    if "default_timeout_microseconds" in settings:
-        config.dynamic_batching.default_queue_policy.default_timeout_microseconds = int(settings["default_timeout_microseconds"])
-    if not isinstance(settings.get("queue_policy", False), bool):
-        raise RepositoryError(f"{config.name}: queue_policy is true or false, not {settings['queue_policy']!r}")
-    if settings.get("queue_policy") is False:
-        if "default_timeout_microseconds" in settings:
-            raise RepositoryError(f"{config.name}: default_timeout_microseconds needs a queue_policy")
-        config.dynamic_batching.ClearField("default_queue_policy")
-    if "ragged_batch" in settings:
-        # Only a Python-backend model can take a ragged batch: the native backends concatenate inputs.
-        if settings["ragged_batch"] and (config.backend != "python" or config.max_batch_size < 1):
-            raise RepositoryError(f"{config.name}: ragged_batch needs a batching Python-backend model (the CPU ONNX runner)")
-        for tensor in config.input:
-            tensor.allow_ragged_batch = bool(settings["ragged_batch"])
-    for key, value in settings.get("parameters", {}).items():
-        set_parameter(config, key, value)
-    too_large = [b for b in config.dynamic_batching.preferred_batch_size if b > config.max_batch_size]
-    if too_large:
-        raise RepositoryError(f"{config.name}: preferred batch sizes {too_large} exceed max_batch_size {config.max_batch_size}")
+CANONICAL = Profile("canonical", "canonical")

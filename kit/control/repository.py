@@ -1,20 +1,18 @@
-"""Build a runnable Triton model repository from the committed sources and a deployment profile.
+"""Build a runnable Triton model repository from the model specs and a deployment profile.
 
-`model_repository/<model>/config.pbtxt`, or the shipped spec that brings the model (`model_repository/*.toml`,
-made into configs by its task, kit.control.tasks, as a user's spec in models/ is), is the one source of truth for
-every model (its canonical, GPU-native form). A profile (`model_repository/profiles/<name>.json`) only changes placement,
-backend and batching, through its target's applier (kit.control.cpu_profile, gpu_profile,
-gpu_embedded_profile). The builder then adds the parameters computed from other configs and the
-exports (kit.control.derived) and checks every Python-backend model's parameters against its typed
-settings (kit.adapters.settings).
+Every model comes from a spec: the kit's own (`model_repository/*.toml`, their exports in the artifacts folder) and
+the user's (`models/*.toml`, kit.control.specs). Each spec's task plans its models and places them with the profile
+(kit.control.tasks, kit.control.profiles); the builder then checks what holds across models (each name and route
+once, every queue bounded, one canary, every file there) and writes each model's folder: its config with its typed
+settings in its parameters, its model.py, its files linked.
 
     python -m kit.control.repository build --profile cpu --out build/repository/cpu
+    python -m kit.control.repository trt-shapes radar_classifier    # export.tensorrt's --profile-shapes, from gpu
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 from collections.abc import Iterable, Mapping
@@ -22,283 +20,203 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from kit.adapters.settings import PipelineSettings, SettingsError, settings_class
-from kit.control.configs import (
-    ARTIFACTS,
-    SOURCE,
-    RepositoryError,
-    load_source_config,
-    parameters,
-    render_config,
-    set_parameter,
-    source_models,
-)
-from kit.control.cpu_profile import apply_cpu_profile
-from kit.control.derived import check_one_canary, check_queue_bounds, derived_parameters
-from kit.control.gpu_embedded_profile import apply_gpu_embedded_profile
-from kit.control.gpu_profile import apply_gpu_profile
-from kit.control.pipeline_task import check_module_settings
-from kit.control.profiles import apply_ensemble, load_profile
-from kit.control.specs import DOOR_ANSWER, DOOR_ANSWERS, DOOR_SCHEMA, MODELS, TENSORS, ModelSpec, check_routes, read_specs
-from kit.control.tasks import shipped_specs, spec_models, task_of
-from kit.runners.simulated import Curve, SimulationError
+from kit.adapters.settings import TextSettings
+from kit.control.configs import ARTIFACTS, SOURCE, RepositoryError, render_config
+from kit.control.container import shape_profiles, trt_shape_string
+from kit.control.profiles import Profile, load_profile
+from kit.control.served import ServedModel
+from kit.control.specs import MODELS, ModelSpec, check_routes, read_spec, read_specs
+from kit.control.tasks import shipped_specs, task_of
 
-ADAPTERS = Path(__file__).resolve().parents[1] / "adapters"
-# The runner installed as model.py, by the parameter that names the model file it serves.
-RUNNERS = {
-    "onnx_model": ADAPTERS / "onnx_runner_model.py",
-    "torch_model": ADAPTERS / "torch_runner_model.py",
-    "sim_table": ADAPTERS / "sim_runner_model.py",
-}
-# The adapter installed as model.py where a model's folder has none, by a parameter only its models have: a runner,
-# a text classifier's texts (RADAR's and every text-classification spec's, kit.control.text_task), an image
-# classifier's pixels, or the entry of a classifier of pixels (kit.control.image_task), or a user's pipeline
-# (kit.control.pipeline_task).
-ADAPTERS_BY_PARAMETER = RUNNERS | {
-    "batches_in_flight": ADAPTERS / "text_classifier_model.py",
-    "preprocessing": ADAPTERS / "image_pixels_model.py",
-    "backbone": ADAPTERS / "padded_classifier_model.py",
-    "pipeline_module": ADAPTERS / "pipeline_model.py",
-}
-# The simulated accelerator's device tables (kit.runners.simulated): the sim runner's `sim_table` names one.
-DEVICES = "devices"
-FIRST_VERSION = 1  # a build's; kit.control.deploy adds the next ones
-ENSEMBLE = "ensemble"
-APPLIERS = {"cpu": apply_cpu_profile, "gpu": apply_gpu_profile, "gpu-embedded": apply_gpu_embedded_profile}
+FIRST_VERSION = 1  # a build's; kit.server.deploy adds the next ones
 
 
-def profile_configs(
-    profile: str, source: Path = SOURCE, spec: dict | None = None, specs: Mapping[str, ModelSpec] | None = None
-) -> dict[str, mc.ModelConfig]:
-    """Every model's config for `profile`, derived from the committed sources and the model specs (kit.control.specs;
-    those of models/ unless given): a spec's task gives its canonical config, which the profile places like any other.
-
-    `spec` replaces the profile file's contents (the perf kit builds variants of a profile this way).
-    """
-    spec = load_profile(profile, source) if spec is None else spec
-    target = spec.get("target", profile)  # a profile of another name says which target's applier it takes
-    apply = APPLIERS.get(target)
-    if apply is None:
-        raise RepositoryError(f"profile {profile!r} has no applier for {target!r} (known: {', '.join(APPLIERS)})")
-    models = source_models(source)
-    shipped, users = shipped_specs(source), read_specs() if specs is None else dict(specs)
+def plan(
+    profile: Profile | str | Path,
+    specs: Mapping[str, ModelSpec] | None = None,
+    artifacts: Path = ARTIFACTS,
+    source: Path = SOURCE,
+    models: Iterable[str] | None = None,
+) -> dict[str, ServedModel]:
+    """Every model a build of `profile` serves (of `models` only, where given: a new version of them,
+    kit.server.deploy): the kit's specs and the user's (models/ unless `specs` are given), planned and placed by
+    their tasks, checked across models, each ensemble pinned to the build's version of its steps."""
+    profile = profile if isinstance(profile, Profile) else load_profile(profile, source)
+    shipped, users = shipped_specs(source, artifacts), read_specs() if specs is None else dict(specs)
     for name in sorted(set(shipped) & set(users)):
         raise RepositoryError(f"{users[name].path}: {name!r} is a model the kit ships; name the spec otherwise")
     check_routes(shipped | users)
-    brought = spec_models(shipped | users, models)
-    unknown = set(spec["models"]) - set(models) - set(brought)
-    if unknown:
-        raise RepositoryError(f"profile {profile!r} names unknown models: {sorted(unknown)}")
-    configs = {}
-    for m in models:
-        config = load_source_config(m, source)
-        configs[m] = (apply_ensemble if config.platform == ENSEMBLE else apply)(config, spec["models"].get(m, {}))
-    for name, (_, generated) in brought.items():
-        place = apply_ensemble if generated.config.platform == ENSEMBLE else apply
-        configs[name] = place(generated.config, generated.placement(spec["models"]))
-    return configs
+    every = shipped | users
+    brings = {name: set(task_of(spec).names(spec).values()) for name, spec in every.items()}
+    wanted = set().union(*brings.values()) if models is None else set(models)
+    planned: dict[str, ServedModel] = {}
+    owners: dict[str, ModelSpec] = {}
+    todo = [spec for spec in every.values() if wanted & brings[spec.name]]  # a partial build plans what it needs
+    while todo:
+        for spec in todo:
+            for model in task_of(spec).plan(spec, profile):
+                check_owner(spec, model.name, owners.get(model.name))
+                planned[model.name], owners[model.name] = model, spec
+        missing = {called for model in planned.values() for called in model.calls} - set(planned)
+        done = {owner.name for owner in owners.values()}
+        todo = [spec for spec in every.values() if spec.name not in done and missing & brings[spec.name]]
+    check_calls(planned)
+    check_one_canary(planned)
+    chosen = reached(wanted & set(planned), planned)
+    for model in chosen.values():
+        check_files(model)
+        pin_steps(model.config, FIRST_VERSION, planned)
+    return chosen if models is None else {name: chosen[name] for name in sorted(chosen, key=list(planned).index)}
 
 
-def pin_steps(config: mc.ModelConfig, version: int) -> None:
+def check_owner(spec: ModelSpec, name: str, other: ModelSpec | None) -> None:
+    """A model's name belongs to one spec."""
+    if other is not None and other.shipped:
+        raise RepositoryError(f"{spec.path}: {name!r} is a model the kit ships; name the spec otherwise")
+    if other is not None:
+        raise RepositoryError(f"{spec.path}: its model {name!r} is also {other.path}'s; name one of them otherwise")
+
+
+def reached(names: set[str], planned: Mapping[str, ServedModel]) -> dict[str, ServedModel]:
+    """The models `names` and every model they call or run as an ensemble's steps, in turn, in planning order."""
+    found, todo = set(), list(names)
+    while todo:
+        name = todo.pop()
+        if name in found or name not in planned:
+            continue
+        found.add(name)
+        todo += [*planned[name].calls, *(step.model_name for step in planned[name].config.ensemble_scheduling.step)]
+    return {name: model for name, model in planned.items() if name in found}
+
+
+def servable_specs(folder: Path, profile: Profile | str) -> tuple[dict[str, ModelSpec], list[str]]:
+    """The specs in `folder` whose models can be planned for `profile`, and what is wrong with each of the others: a
+    server starts with the first and reports the second, so that one bad spec does not stop the other models."""
+    profile = profile if isinstance(profile, Profile) else load_profile(profile)
+    specs, refused = {}, []
+    for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
+        try:
+            spec = read_spec(path)
+            task_of(spec).plan(spec, profile)
+        except RepositoryError as exc:
+            refused.append(str(exc))
+            continue
+        specs[spec.name] = spec
+    check_routes(specs)
+    return specs, refused
+
+
+def check_files(model: ServedModel) -> None:
+    for name, path in model.files.items():
+        if not path.exists():
+            raise RepositoryError(f"{model.name} needs {path} (as {name}); run `make export` first")
+
+
+def pin_steps(config: mc.ModelConfig, version: int, models: Mapping[str, object]) -> None:
     """An ensemble's steps call their models' `version`: ensemble N runs the models of version N, so that a new
-    version is checked before any client's request reaches it (kit.control.deploy)."""
+    version is checked before any client's request reaches it (kit.server.deploy)."""
     for step in config.ensemble_scheduling.step:
+        if step.model_name not in models:
+            raise RepositoryError(f"{config.name}: its ensemble steps name {step.model_name!r}, which is not in the repository")
         step.model_version = version
 
 
-def check_steps(config: mc.ModelConfig, configs: dict[str, mc.ModelConfig]) -> None:
-    missing = sorted({step.model_name for step in config.ensemble_scheduling.step} - set(configs))
-    if missing:
-        raise RepositoryError(f"{config.name}: its ensemble steps name {missing}, which are not in the repository")
+def bounded(config: mc.ModelConfig) -> bool:
+    return config.dynamic_batching.default_queue_policy.max_queue_size > 0
 
 
-def artifact_files(model: str, artifacts: Path, manifest: dict) -> dict[str, Path]:
-    """The export files `model` takes (artifacts.json), by file name; a missing required one is an error."""
-    entry = manifest["models"].get(model, {})
-    files = {}
-    for rel in entry.get("files", []) + entry.get("optional", []):
-        path = artifacts / rel
-        if path.exists():
-            files[path.name] = path
-        elif rel in entry.get("files", []):
-            raise RepositoryError(f"{model} needs {path}; run `make export` first")
-    return files
-
-
-TABLES = (("sim_table", "curve", "precision"), ("merge_table", "merge_curve", "merge_precision"))
-
-
-def device_tables(config: mc.ModelConfig, source: Path) -> dict[str, Path]:
-    """The device tables a model reads (a simulated accelerator's `sim_table`, the `merge_table` that prices its
-    runs), as files of its version folder."""
-    params, files = parameters(config), {}
-    for table_key, _, _ in TABLES:
-        table = params.get(table_key)
-        if table is None:
+def check_calls(models: Mapping[str, ServedModel]) -> None:
+    """Every model a model calls is in the build, and every batching model's queue is bounded: by its own queue policy,
+    or by its callers', each bounded itself (a texts model keeps at most its window of chunks in flight, an image
+    entry awaits its backbone's calls within its executions, a pipeline entry keeps its requests in flight)."""
+    for model in models.values():
+        for called in model.calls:
+            if called not in models:
+                raise RepositoryError(
+                    f"{model.name}: it calls {called!r}, which is not in the repository; build the spec that brings it too"
+                )
+    for model in models.values():
+        config = model.config
+        if not config.HasField("dynamic_batching") or bounded(config):
             continue
-        path = source / DEVICES / table
-        if not path.is_file():
-            known = sorted(p.name for p in (source / DEVICES).glob("*.json"))
-            raise RepositoryError(f"{config.name}: no device table {table} in model_repository/{DEVICES} (known: {known})")
-        files[table] = path
-    return files
+        callers = [m for m in models.values() if model.name in m.calls]
+        if not callers or not all(bounded(caller.config) for caller in callers):
+            raise RepositoryError(
+                f"{model.name}: its queue has no bound: only a model that bounded models call (a texts model's window, an "
+                "image entry's executions) may go without Triton's queue policy; drop `queue_policy: false` from its "
+                "profile"
+            )
 
 
-def check_device_tables(config: mc.ModelConfig, files: dict[str, Path]) -> None:
-    """Each device table has the rows its model names, at its precision: refused at build, not at load."""
-    params = parameters(config)
-    for table_key, curve_key, precision_key in TABLES:
-        if table_key in params:
-            try:
-                Curve.from_file(files[params[table_key]], params.get(curve_key, ""), params.get(precision_key, "fp16"))
-            except SimulationError as exc:
-                raise RepositoryError(f"{config.name}: {table_key} {params[table_key]}: {exc}") from None
+def check_one_canary(models: Mapping[str, ServedModel]) -> None:
+    """At most one model asks for the door's canary: the door runs one golden set (door.contract)."""
+    asking = sorted(m.name for m in models.values() if type(m.settings) is TextSettings and m.settings.canary_from)
+    if len(asking) > 1:
+        raise RepositoryError(
+            f"{', '.join(asking)}: each asks for the door's canary (canary_from), which runs one model's golden set; "
+            "set `canary` on one spec"
+        )
 
 
-def check_settings(model: str, config: mc.ModelConfig, files: dict[str, Path]) -> None:
-    """A Python-backend model's parameters against its typed settings, and an ensemble's where it has some (the
-    door reads `radar`'s)."""
-    params = parameters(config)
-    kind = settings_class(params)
-    if config.backend == "python":
-        for runner in RUNNERS:  # the graph or checkpoint the profile's runner serves, whichever the export wrote
-            served = params.get(runner)
-            if served is not None and served not in files:
-                raise RepositoryError(f"{model} serves {served}, which the export did not write; run `make export`")
-        if kind is None:
-            raise RepositoryError(f"{model}: a Python-backend model without typed settings in kit.adapters.settings")
-    if kind is not None and (config.backend == "python" or config.platform == ENSEMBLE):
-        try:
-            settings = kind.from_parameters(params)
-        except SettingsError as exc:
-            raise RepositoryError(f"{model}: {exc}") from None
-        if isinstance(settings, PipelineSettings):
-            check_module_settings(model, settings, files)
-
-
-def check_door(model: str, config: mc.ModelConfig) -> None:
-    """A config the door serves names an answer the door gives, and a JSON document's answer its JSON Schema."""
-    params = parameters(config)
-    answer = params.get(DOOR_ANSWER, TENSORS)
-    if answer not in DOOR_ANSWERS:
-        raise RepositoryError(f"{model}: {DOOR_ANSWER} {answer!r} is not one of {', '.join(DOOR_ANSWERS)}")
-    if (answer == "image-document") != (DOOR_SCHEMA in params):
-        raise RepositoryError(f"{model}: {DOOR_SCHEMA} (the document's JSON Schema) goes with {DOOR_ANSWER} image-document")
-    try:
-        json.loads(params.get(DOOR_SCHEMA, "{}"))
-    except json.JSONDecodeError as exc:
-        raise RepositoryError(f"{model}: {DOOR_SCHEMA} is not JSON ({exc})") from None
-
-
-def check_shipped_sources(specs: Mapping[str, ModelSpec], manifest: dict) -> None:
-    """A shipped spec's `source` is its export's folder in the artifacts folder: where artifacts.json takes the files of
-    each of its models from."""
-    for spec in specs.values():
-        if spec.task == "pipeline":  # its source is its module; artifacts.json lists its entry's files by model
-            continue
-        for model in task_of(spec).models(spec):
-            listed = manifest["models"].get(model, {})
-            paths = [*listed.get("files", []), *listed.get("optional", [])]
-            elsewhere = [path for path in paths if not path.startswith(f"{spec.source}/")]
-            if elsewhere or not paths:
-                found = f"takes {model}'s files from {elsewhere}" if elsewhere else f"lists no file of {model}"
-                raise spec.error("source", f"is {spec.source!r}, but artifacts.json {found}", "name the export's folder")
-
-
-def resolved(
-    profile: str,
-    artifacts: Path = ARTIFACTS,
-    source: Path = SOURCE,
-    spec: dict | None = None,
-    models: Iterable[str] | None = None,
-    specs: Mapping[str, ModelSpec] | None = None,
-) -> tuple[dict[str, mc.ModelConfig], dict[str, dict[str, Path]]]:
-    """The configs a build writes (profile applied, parameters derived and checked), and each model's files;
-    of `models` only (a new version of them, kit.control.deploy), or of every model."""
-    brought = read_specs() if specs is None else specs
-    configs = profile_configs(profile, source, spec, brought)
-    chosen = list(configs) if models is None else list(models)
-    manifest = json.loads((source / "artifacts.json").read_text())
-    shipped = shipped_specs(source)
-    check_shipped_sources(shipped, manifest)
-    brought_files = {model: files for s in brought.values() for model, files in task_of(s).files(s).items()}
-    # A shipped pipeline's entry runs its module (with its FILES), besides the export's files artifacts.json lists.
-    modules = {s.name: task_of(s).files(s)[s.name] for s in shipped.values() if s.task == "pipeline"}
-    files = {
-        model: (brought_files[model] if model in brought_files else artifact_files(model, artifacts, manifest))
-        | modules.get(model, {})
-        | device_tables(configs[model], source)
-        for model in chosen
-    }
-    check_queue_bounds(configs)
-    check_one_canary(configs)
-    for model in chosen:
-        config = configs[model]
-        for key, value in derived_parameters(config, configs, files[model]).items():
-            set_parameter(config, key, value)
-        check_settings(model, config, files[model])
-        check_door(model, config)
-        check_device_tables(config, files[model])
-        if config.platform == ENSEMBLE:
-            check_steps(config, configs)
-            pin_steps(config, FIRST_VERSION)
-    return {model: configs[model] for model in chosen}, files
-
-
-def model_file(config: mc.ModelConfig, source: Path = SOURCE) -> Path | None:
-    """The model.py a Python-backend model runs: its own folder's, else the adapter its parameters name."""
-    own = source / config.name / "1" / "model.py"
-    adapters = [path for key, path in ADAPTERS_BY_PARAMETER.items() if key in config.parameters]
-    return own if own.is_file() else (adapters[0] if adapters else None)
-
-
-def write_version(folder: Path, version: int, config: mc.ModelConfig, files: dict[str, Path], source: Path = SOURCE) -> None:
-    """One model's version folder: the exported files linked, its model.py copied."""
+def write_version(folder: Path, version: int, model: ServedModel) -> None:
+    """One model's version folder: its files linked (a name may be a path inside it), its model.py copied."""
     version_dir = folder / str(version)
     version_dir.mkdir(parents=True)
-    for name, path in files.items():
+    for name, path in model.files.items():
+        (version_dir / name).parent.mkdir(parents=True, exist_ok=True)
         (version_dir / name).symlink_to(path.resolve())
-    model_py = model_file(config, source)
-    if model_py is not None:
-        shutil.copy2(model_py, version_dir / "model.py")
+    if model.adapter is not None:
+        shutil.copy2(model.adapter, version_dir / "model.py")
 
 
 def build(
-    profile: str,
+    profile: Profile | str | Path,
     out: Path,
     artifacts: Path = ARTIFACTS,
     source: Path = SOURCE,
-    spec: dict | None = None,
     specs: Mapping[str, ModelSpec] | None = None,
-) -> dict[str, mc.ModelConfig]:
-    """Write a fresh repository for `profile` (or its variant `spec`), with the models specified in `specs`, into
-    `out` and return its configs."""
-    configs, files = resolved(profile, artifacts, source, spec, specs=specs)
+    models: Iterable[str] | None = None,
+) -> dict[str, ServedModel]:
+    """Write a fresh repository for `profile`, with the models specified in `specs` (models/ unless given), of
+    `models` only where given, into `out`, and return its models."""
+    models = plan(profile, specs, artifacts, source, models)
     if out.exists():
         shutil.rmtree(out)
-    for model, config in configs.items():
-        write_version(out / model, FIRST_VERSION, config, files[model], source)
-        (out / model / "config.pbtxt").write_text(render_config(config))
-    return configs
+    for model in models.values():
+        write_version(out / model.name, FIRST_VERSION, model)
+        (out / model.name / "config.pbtxt").write_text(render_config(model.written()))
+    return models
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build a runnable repository for a profile")
-    b.add_argument("--profile", default="cpu")
+    b.add_argument("--profile", default="cpu", help="a profile of model_repository/profiles, or a profile file")
     b.add_argument("--out", type=Path, required=True)
     b.add_argument("--artifacts", type=Path, default=ARTIFACTS)
     b.add_argument("--models", type=Path, default=MODELS, help="the folder of model specs (docs/MODELS.md)")
+    t = sub.add_parser("trt-shapes", help="export.tensorrt's --profile-shapes arguments for a model, from a profile")
+    t.add_argument("model")
+    t.add_argument("--profile", default="gpu")
     args = parser.parse_args(argv)
     try:
-        configs = build(args.profile, args.out, args.artifacts, specs=read_specs(args.models))
+        if args.command == "trt-shapes":
+            profile = load_profile(args.profile)
+            model = plan(profile, specs={}, models=[args.model])[args.model]
+            shapes = shape_profiles(model.config, profile.models.get(args.model, {}))
+            if not shapes:
+                raise RepositoryError(f"{args.model} has dynamic dims and no `shapes` in the {args.profile} profile")
+            print(" ".join(f"--profile-shapes {' '.join(trt_shape_string(p, i) for i in range(3))}" for p in shapes))
+            return 0
+        models = build(args.profile, args.out, args.artifacts, specs=read_specs(args.models))
     except RepositoryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for model, config in configs.items():
+    for name, model in models.items():
+        config = model.config
         groups = ", ".join(f"{g.count}x {mc.ModelInstanceGroup.Kind.Name(g.kind)}" for g in config.instance_group)
-        print(f"  {model:<20} backend={config.backend:<12} max_batch={config.max_batch_size:<3} instances={groups}")
+        print(f"  {name:<20} backend={config.backend:<12} max_batch={config.max_batch_size:<3} instances={groups}")
     print(f"built {args.profile} repository in {args.out}")
     return 0
 

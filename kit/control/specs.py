@@ -17,22 +17,24 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 from kit.adapters.settings import DOOR_PREFIX
-from kit.control.configs import REPO_ROOT, SOURCE, RepositoryError
+from kit.control.configs import REPO_ROOT, RepositoryError
 from kit.pipelines.batching.merge import POLICIES as MERGE_POLICIES
 
 MODELS = REPO_ROOT / "models"
 NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 ROUTE = re.compile(r"^/v1/[a-z0-9][a-z0-9_/-]*$")
+# The door's own routes of OpenAI's API (door.openai_api): no spec's route may take one.
+DOOR_OWN_ROUTES = ("/v1/embeddings", "/v1/models", "/v1/rerank")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # a Hugging Face hub id, as `organisation/model`
 # Tasks whose source is a checkpoint folder or a hub id, not a file.
-CHECKPOINT_TASKS = ("text-classification", "feature-extraction", "image-classification")
+CHECKPOINT_TASKS = ("text-classification", "feature-extraction", "text-ranking", "image-classification")
 MAX_BATCH = 1024
 POOLINGS = ("mean", "cls")
+AGGREGATIONS = ("max", "mean")  # text-ranking: a document's score of its chunks' (kit.pipelines.text.pairs)
 # image-classification's inputs: an encoded image file, resized by the checkpoint's processor to the graph's one
 # size; or normalised pixels of any size, batched across sizes by a merge policy into padded runs of a graph that
 # masks the padding (a ResNet's, export.resnet).
@@ -54,6 +56,7 @@ DOOR_ANSWERS = (
     "image-lines",
     "image-document",
     "pixels-classes",
+    "text-ranking",
 )
 # The config parameter naming each input's free axes (JSON: input -> the graph's axis name or "" per dim), so that
 # the door refuses inputs whose shared axis (token ids and their mask along `length`) differ in length.
@@ -86,6 +89,7 @@ class ModelSpec:
     description: str = ""  # the door's description of the model's route in the OpenAPI document
     pooling: str = ""  # feature-extraction: mean or cls; unset, as the checkpoint's sentence-transformers files say, else mean
     normalize: bool | None = None  # feature-extraction: L2-normalise embeddings; unset, as those files say, else not
+    aggregation: str = "max"  # text-ranking: a long document's score, its chunks' best (max) or length-weighted mean
     input: str = "image"  # image-classification: what a request sends, one of IMAGE_INPUTS
     merge_policy: str = "cost"  # image-classification of pixels: which images of different sizes run together
     max_image_pixels: int = 1 << 20  # image-classification of pixels: the most values an image may have per channel
@@ -98,15 +102,30 @@ class ModelSpec:
     door_answer: str = ""  # pipeline: the door's answer (one of DOOR_ANSWERS); unset, every tensor by name
     door_schema: str = ""  # pipeline with door_answer image-document: the document's JSON Schema file
     requests_in_flight: int = 0  # pipeline: requests an entry instance runs at once; 0, the task's default
+    # pipeline: export files the entry's folder takes beside the module's FILES (name -> path, as `source` is)
+    files: tuple[tuple[str, str], ...] = ()
+    max_queue_size: int = 0  # a batching model's queue: 0, four full batches; N, N requests
+    door: bool = True  # onnx: the door serves a route for the graph; false for a network only pipelines call
     given: frozenset[str] = frozenset()  # the keys the file sets (a task may keep its own default for the others)
-    # A spec the kit ships (model_repository/*.toml): its export is `make export`'s, in the artifacts folder the
-    # build is given, whose files artifacts.json lists; its `source` names that export's folder there.
-    shipped: bool = False
+    # A spec the kit ships (model_repository/*.toml): its export is `make export`'s, in this artifacts folder, and its
+    # `source` (and `files`) name that export's files there.
+    artifacts: Path | None = None
+
+    @property
+    def shipped(self) -> bool:
+        return self.artifacts is not None
 
     @property
     def source_path(self) -> Path:
-        source = Path(self.source).expanduser()
-        return source if source.is_absolute() else (self.path.parent / source).resolve()
+        """The source; a pipeline's is its module, code that lives beside its spec even when the kit ships it."""
+        return self.path_of(self.source, beside=self.task == "pipeline")
+
+    def path_of(self, name: str, beside: bool = False) -> Path:
+        """A path the spec names: in the artifacts folder for a shipped spec (unless `beside`), else relative to the
+        spec's folder."""
+        path = Path(name).expanduser()
+        folder = self.artifacts if self.artifacts is not None and not beside else self.path.parent
+        return path if path.is_absolute() else (folder / path).resolve()
 
     @property
     def schema_path(self) -> Path:
@@ -125,14 +144,18 @@ class ModelSpec:
         return spec_error(self.path, key, problem, fix)
 
 
-KEYS = {f.name: f for f in fields(ModelSpec) if f.name not in ("name", "path", "given", "shipped")}
+KEYS = {f.name: f for f in fields(ModelSpec) if f.name not in ("name", "path", "given", "artifacts")}
 REQUIRED = ("task", "source")
 # Keys only some tasks read: a spec of another task that sets one is refused rather than silently ignored.
 TASK_KEYS = {
     "text-classification": frozenset({"max_chars", "bucket_count", "labels", "score_label", "canary"}),
     "feature-extraction": frozenset({"max_chars", "bucket_count", "pooling", "normalize"}),
+    "text-ranking": frozenset({"max_chars", "bucket_count", "aggregation"}),
     "image-classification": frozenset({"labels", "input", "merge_policy", "max_image_pixels", "num_labels"}),
-    "pipeline": frozenset({"networks", "parameters", "parameters_from", "door_answer", "door_schema", "requests_in_flight"}),
+    "pipeline": frozenset(
+        {"networks", "parameters", "parameters_from", "door_answer", "door_schema", "requests_in_flight", "files"}
+    ),
+    "onnx": frozenset({"door"}),
 }
 
 
@@ -172,7 +195,7 @@ def typed(path: Path, key: str, value: object) -> object:
     return float(value) if kind == "float" else value
 
 
-def read_spec(path: Path, text: str | None = None, shipped: bool = False) -> ModelSpec:
+def read_spec(path: Path, text: str | None = None, artifacts: Path | None = None) -> ModelSpec:
     """The spec in `path` (or `text`, the spec `path` is about to hold), checked; SpecError when it does not fit."""
     name = path.stem
     if not NAME.match(name):
@@ -188,7 +211,7 @@ def read_spec(path: Path, text: str | None = None, shipped: bool = False) -> Mod
         if key not in raw:
             raise spec_error(path, key, "is missing", f"every spec names its {key} (docs/MODELS.md)")
     typed_keys = {key: typed(path, key, value) for key, value in raw.items()}
-    spec = ModelSpec(name=name, path=path, given=frozenset(raw), shipped=shipped, **typed_keys)
+    spec = ModelSpec(name=name, path=path, given=frozenset(raw), artifacts=artifacts, **typed_keys)
     for key in sorted(set(raw) - set(REQUIRED)):
         tasks = [task for task, keys in TASK_KEYS.items() if key in keys]
         if tasks and spec.task not in tasks:
@@ -199,7 +222,7 @@ def read_spec(path: Path, text: str | None = None, shipped: bool = False) -> Mod
 
 def check_values(spec: ModelSpec) -> None:
     if spec.shipped:
-        pass  # its export is `make export`'s: the build checks its folder against artifacts.json's files
+        pass  # its export is `make export`'s: the build finds its files in the artifacts folder, or says to export
     elif spec.task in CHECKPOINT_TASKS:
         if not spec.hub_id and not (spec.source_path / "config.json").is_file():
             raise spec.error(
@@ -211,6 +234,8 @@ def check_values(spec: ModelSpec) -> None:
         raise spec.error("max_batch_size", f"is {spec.max_batch_size}", f"it takes 0 (no batching) to {MAX_BATCH}")
     if spec.task == "image-classification" and spec.max_batch_size == 0:
         raise spec.error("max_batch_size", "is 0", "an image classifier batches the images of concurrent requests: 1 or more")
+    if spec.max_queue_size < 0:
+        raise spec.error("max_queue_size", "is negative", "0 keeps four full batches waiting; N keeps N requests")
     if spec.max_queue_delay_microseconds < 0:
         raise spec.error("max_queue_delay_microseconds", "is negative", "0 sends what is waiting at once")
     too_large = [b for b in spec.preferred_batch_size if not 1 <= b <= spec.max_batch_size]
@@ -239,6 +264,8 @@ def check_values(spec: ModelSpec) -> None:
         raise spec.error("max_image_pixels", f"is {spec.max_image_pixels}", "an image has at least one pixel")
     if spec.num_labels < 0:
         raise spec.error("num_labels", "is negative", "a classifier has at least one label")
+    if spec.aggregation not in AGGREGATIONS:
+        raise spec.error("aggregation", f"is {spec.aggregation!r}", f"it is one of {', '.join(AGGREGATIONS)}")
     if spec.pooling and spec.pooling not in POOLINGS:
         raise spec.error("pooling", f"is {spec.pooling!r}", f"it is one of {', '.join(POOLINGS)}")
     if spec.requests_in_flight < 0:
@@ -251,25 +278,25 @@ def check_values(spec: ModelSpec) -> None:
         raise spec.error("door_schema", f"names {spec.schema_path}, which is not a file", "point it at a JSON Schema file")
     if not ROUTE.match(spec.door_route):
         raise spec.error("route", f"is {spec.door_route!r}", "the door's paths look like /v1/my-model")
+    if spec.door_route in DOOR_OWN_ROUTES:
+        raise spec.error("route", f"is {spec.door_route}, a route of OpenAI's API on the door", "give the spec a `route`")
 
 
-def read_specs(folder: Path = MODELS, shipped: bool = False) -> dict[str, ModelSpec]:
-    """Every spec in `folder` by model name (none when there is no such folder); `shipped`: the kit's own, in a model
-    repository's sources."""
+def read_specs(folder: Path = MODELS, artifacts: Path | None = None) -> dict[str, ModelSpec]:
+    """Every spec in `folder` by model name (none when there is no such folder); with `artifacts`, the kit's own in a
+    model repository's sources, their exports in that folder."""
     paths = sorted(folder.glob("*.toml")) if folder.is_dir() else []
-    specs = {spec.name: spec for spec in (read_spec(p, shipped=shipped) for p in paths)}
+    specs = {spec.name: spec for spec in (read_spec(p, artifacts=artifacts) for p in paths)}
     check_routes(specs)
     return specs
 
 
-def shipped_like(kind: Callable[[ModelSpec], bool], what: str) -> ModelSpec:
-    """The shipped spec (model_repository/*.toml) whose models' placement in each profile a user's spec of `kind`
-    takes: the kit's own model of that kind, which the profiles were tuned for. Found by kind, so that the kit's code
-    names no model."""
-    found = [spec for spec in read_specs(SOURCE, shipped=True).values() if kind(spec)]
-    if not found:
-        raise RepositoryError(f"no shipped spec is {what}: a spec of it has no placement to take in the profiles")
-    return found[0]
+def door_parameters(spec: ModelSpec, answer: str = "") -> dict[str, str]:
+    """What the door reads from the config of the spec's entry: its route, its answer (every tensor by name, unless
+    one is named) and the route's description where the spec gives one."""
+    answer = {DOOR_ANSWER: answer} if answer else {}
+    described = {DOOR_DESCRIPTION: spec.description} if spec.description else {}
+    return {DOOR_ROUTE: spec.door_route} | answer | described
 
 
 def check_routes(specs: dict[str, ModelSpec]) -> None:

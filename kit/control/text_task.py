@@ -20,19 +20,42 @@ chunking changed since) checks the graph against PyTorch and measures the chunk 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
+from kit.adapters.settings import TextSettings, TextsSettings
 from kit.control import exports
-from kit.control.configs import set_parameter, template
+from kit.control.canary import CanaryError, golden_set
+from kit.control.configs import RepositoryError, instance_count, set_parameter, template
 from kit.control.exports import Exporter, export_dir
-from kit.control.specs import DOOR_ANSWER, DOOR_DESCRIPTION, DOOR_ROUTE, ModelSpec, shipped_like
+from kit.control.profiles import Profile
+from kit.control.served import ServedModel, adapter
+from kit.control.specs import DOOR_DESCRIPTION, ModelSpec, door_parameters
+from kit.pipelines.text.pipeline import length_buckets
 
 CLASSIFIER_KEYS = ("max_batch_size", "preferred_batch_size", "max_queue_delay_microseconds", "instances")
-CLASSIFIER_FILES = ("model.onnx", "model.onnx.data", "model.cpu.onnx", "model.fused.onnx", "model.fused.onnx.data", "checkpoint")
+# The graphs, engine and checkpoint a profile's runner may serve, where the export (or export.tensorrt) wrote them.
+CLASSIFIER_FILES = (
+    "model.onnx",
+    "model.onnx.data",
+    "model.cpu.onnx",
+    "model.fused.onnx",
+    "model.fused.onnx.data",
+    "model.int8.onnx",
+    "model.int8.onnx.data",
+    "model.plan",
+    "checkpoint",
+)
 TEXT_FILES = ("tokenizer.json", "export.json", "token_lengths.json")
 ENTRY_FILES = ("export.json", "token_lengths.json")
+TOKEN_LENGTHS = "token_lengths.json"
+CANARY_FROM = "export.json"  # the export's file whose `canary` section is the door's golden set
+MAX_TEXT_BYTES = 1 << 20  # the longest text a request may carry
+BATCHES_IN_FLIGHT = 4  # the classifier's full rounds of chunks a texts model keeps in flight, unless placed otherwise
+TEXTS_ADAPTER = adapter("text_classifier_model")
 
 
 CLASSIFICATION, FEATURE_EXTRACTION = "text-classification", "feature-extraction"
@@ -44,11 +67,6 @@ WHAT = {CLASSIFICATION: "a sequence classifier", FEATURE_EXTRACTION: "a text enc
 
 def names(spec: ModelSpec) -> dict[str, str]:
     return {"entry": spec.name, "texts": f"{spec.name}_texts", "classifier": spec.name + GRAPH_SUFFIX[spec.task]}
-
-
-def placed_like() -> dict[str, str]:
-    """The models whose placement in each profile a text spec's models take: the shipped text spec's (RADAR's)."""
-    return names(shipped_like(lambda spec: spec.task in EXPORTERS, "a text model"))
 
 
 def text_options(spec: ModelSpec) -> list[str]:
@@ -141,12 +159,14 @@ def width(meta: dict) -> int:
 
 
 def answer_outputs(config: mc.ModelConfig, task: str, count: int) -> None:
-    """The text's value and each chunk's (every label's probability, or the embedding), in place of one label's."""
+    """The text's value and each chunk's (every label's probability, or the embedding), in place of one label's; the
+    spans and the token count as the template's."""
     text, chunks = ANSWERS[task]
     del config.output[:]
     config.output.add(name=text, data_type=mc.TYPE_FP32, dims=[count])
     config.output.add(name=chunks, data_type=mc.TYPE_FP32, dims=[-1, count])
     config.output.add(name="CHUNK_SPANS", data_type=mc.TYPE_INT32, dims=[-1, 2])
+    config.output.add(name="TOKENS", data_type=mc.TYPE_INT32, dims=[1])
 
 
 def shipped_meta(spec: ModelSpec) -> dict:
@@ -157,31 +177,16 @@ def shipped_meta(spec: ModelSpec) -> dict:
     return {"num_labels": len(spec.labels), "id2label": dict(enumerate(spec.labels)), "outputs": ["logits"]}
 
 
-def text_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]:
-    """Each model's canonical config, the shipped model whose profile placement it takes, and the profile settings
-    the spec itself gives it (which the template's placement leaves alone)."""
-    check_label_count(spec)
-    meta = shipped_meta(spec) if spec.shipped else export(spec)
-    label_names = labels(spec, meta)
-    model = names(spec)
+def canonical(spec: ModelSpec, meta: dict, model: dict[str, str]) -> dict[str, mc.ModelConfig]:
+    """Each model's config as the templates and the spec make it, before any profile places it."""
     count = width(meta)
     entry = template("text/entry", model["entry"])
-    for key, value in {
-        "classifier": model["classifier"],
-        "max_chars": spec.max_chars,
-        "bucket_count": spec.bucket_count,
-        DOOR_ROUTE: spec.door_route,
-        DOOR_ANSWER: door_answer(spec),
-    }.items():
+    for key, value in door_parameters(spec, door_answer(spec)).items():
         set_parameter(entry, key, value)
-    if spec.canary:  # the golden set the export computed for the score label, which the door's canary runs
-        set_parameter(entry, "canary_from", "export.json")
     if spec.score_label:  # the template's answer: one label's probability, SCORE [1] and CHUNK_SCORES [-1]
         doc = f"{spec.name}: the probability of {spec.score_label} for a text, and for each chunk it was split into"
-        set_parameter(entry, DOOR_DESCRIPTION, doc + " (a list for `texts`).")
+        set_parameter(entry, DOOR_DESCRIPTION, spec.description or doc + " (a list for `texts`).")
     else:
-        if label_names:
-            set_parameter(entry, "labels", json.dumps(label_names, ensure_ascii=False))
         answer_outputs(entry, spec.task, count)
     step = entry.ensemble_scheduling.step[0]
     step.model_name = model["texts"]
@@ -189,40 +194,130 @@ def text_configs(spec: ModelSpec) -> dict[str, tuple[mc.ModelConfig, str, dict]]
     for tensor in entry.output:
         step.output_map[tensor.name] = tensor.name
     texts = template("text/texts", model["texts"])
-    set_parameter(texts, "parameters_from", model["entry"])
     if not spec.score_label:
         answer_outputs(texts, spec.task, count)
     classifier = template("text/classifier", model["classifier"])
     classifier.output[0].name = meta["outputs"][0]
     classifier.output[0].dims[:] = [count]
-    own = {key: getattr(spec, key) for key in CLASSIFIER_KEYS if key in spec.given}
-    if "max_batch_size" in own:
-        classifier.max_batch_size = spec.max_batch_size
-        classifier.dynamic_batching.preferred_batch_size[:] = [b for b in spec.preferred_batch_size if b <= spec.max_batch_size]
-    if "max_queue_delay_microseconds" in own:
-        classifier.dynamic_batching.max_queue_delay_microseconds = spec.max_queue_delay_microseconds
-    if "preferred_batch_size" in own:
-        own["preferred_batch_size"] = list(spec.preferred_batch_size)
+    spec_batching(spec, classifier, texts)
+    return {model["entry"]: entry, model["texts"]: texts, model["classifier"]: classifier}
+
+
+def spec_batching(spec: ModelSpec, graph: mc.ModelConfig, texts: mc.ModelConfig) -> None:
+    """The batching the spec sets itself on its graph's config (batch cap, queue delay, preferred sizes) and on the
+    queue of the model that feeds it (both queues' timeout)."""
+    if "max_batch_size" in spec.given:
+        graph.max_batch_size = spec.max_batch_size
+        graph.dynamic_batching.preferred_batch_size[:] = [b for b in spec.preferred_batch_size if b <= spec.max_batch_size]
+    if "max_queue_delay_microseconds" in spec.given:
+        graph.dynamic_batching.max_queue_delay_microseconds = spec.max_queue_delay_microseconds
     if "queue_timeout_seconds" in spec.given:
         timeout = int(spec.queue_timeout_seconds * 1e6)
         texts.dynamic_batching.default_queue_policy.default_timeout_microseconds = timeout
-        classifier.dynamic_batching.default_queue_policy.default_timeout_microseconds = timeout
-    entry_own = {"parameters": {"bucket_count": str(spec.bucket_count)}} if "bucket_count" in spec.given else {}
-    like = dict.fromkeys(model, "") if spec.shipped else placed_like()  # a shipped model has its own placements
-    return {
-        model["entry"]: (entry, like["entry"], entry_own),
-        model["texts"]: (texts, like["texts"], {}),
-        model["classifier"]: (classifier, like["classifier"], own),
-    }
+        graph.dynamic_batching.default_queue_policy.default_timeout_microseconds = timeout
+
+
+def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
+    """The entry, its texts model and its graph, placed (see `place`)."""
+    check_label_count(spec)
+    meta = shipped_meta(spec) if spec.shipped else export(spec)
+    model = names(spec)
+    label_names = labels(spec, meta)
+    settings = TextSettings(
+        classifier=model["classifier"],
+        max_chars=spec.max_chars,
+        max_text_bytes=MAX_TEXT_BYTES,
+        bucket_count=spec.bucket_count,
+        canary_from=CANARY_FROM if spec.canary else "",
+        labels="" if spec.score_label or not label_names else json.dumps(label_names, ensure_ascii=False),
+        pooling=meta["pooling"] if spec.task == FEATURE_EXTRACTION else "",  # what the door tells a TEI client
+    )
+
+    def texts(derived: TextSettings) -> TextsSettings:
+        return TextsSettings(**vars(derived), parameters_from=model["entry"], batches_in_flight=BATCHES_IN_FLIGHT)
+
+    chain = TextChain(model["entry"], model["texts"], model["classifier"], TEXTS_ADAPTER)
+    return place(spec, profile, chain, canonical(spec, meta, model), text_files(spec), settings, texts)
+
+
+@dataclass(frozen=True)
+class TextChain:
+    """A text task's three models, the entry calling the texts model calling the graph, and the adapter the texts
+    model runs (a text classifier's, or a ranker's of query-document pairs, kit.control.ranking_task)."""
+
+    entry: str
+    texts: str
+    graph: str
+    adapter: Path
+
+
+def place(
+    spec: ModelSpec,
+    profile: Profile,
+    chain: TextChain,
+    configs: dict[str, mc.ModelConfig],
+    files: dict[str, dict[str, Path]],
+    settings: TextSettings,
+    texts_settings: Callable[[TextSettings], TextsSettings],
+) -> list[ServedModel]:
+    """The chain's models placed by `profile`, then what follows from their placement: the length buckets for the
+    entry's bucket count, the batch cap and window of chunks in flight from the graph's placement, and the golden set
+    the door's canary runs."""
+    given = {"parameters": {"bucket_count": spec.bucket_count}} if "bucket_count" in spec.given else {}
+    entry = profile.place("text-entry", ServedModel(chain.entry, configs[chain.entry], settings, None, files[chain.entry]), given)
+    derived = derive(entry.settings, files[chain.entry])
+    own = {key: getattr(spec, key) for key in CLASSIFIER_KEYS if key in spec.given}
+    if "preferred_batch_size" in own:
+        own["preferred_batch_size"] = list(spec.preferred_batch_size)
+    graph_model = ServedModel(chain.graph, configs[chain.graph], None, None, files[chain.graph])
+    graph = profile.place("text-graph", graph_model, own, derived.buckets)
+    derived = replace(derived, max_batch=graph.config.max_batch_size)
+    texts = ServedModel(chain.texts, configs[chain.texts], texts_settings(derived), chain.adapter, files[chain.texts])
+    texts = profile.place("text-texts", texts)
+    window = texts.settings.batches_in_flight * instance_count(graph.config) * graph.config.max_batch_size
+    texts_settings_placed = replace(texts.settings, chunks_in_flight=window)
+    return [replace(entry, settings=derived), replace(texts, settings=texts_settings_placed, calls=(graph.name,)), graph]
+
+
+def derive(settings: TextSettings, files: dict[str, Path]) -> TextSettings:
+    """The entry's settings with its length buckets, chosen for its bucket count from the token lengths the export
+    measured at its max_chars, and the golden set of the door's canary, each of whose texts must be one chunk."""
+    if TOKEN_LENGTHS not in files or not files[TOKEN_LENGTHS].is_file():
+        where = files.get(TOKEN_LENGTHS, TOKEN_LENGTHS)
+        raise RepositoryError(f"{settings.classifier}: the text model needs the export's {where} (run `make export`)")
+    sample = json.loads(files[TOKEN_LENGTHS].read_text())
+    if settings.max_chars != sample["max_chars"]:
+        raise RepositoryError(
+            f"{settings.classifier}: max_chars {settings.max_chars} differs from the {sample['max_chars']} the export "
+            f"measured token lengths at; re-export with --max-chars {settings.max_chars}"
+        )
+    buckets = tuple(length_buckets(sample["lengths"], settings.bucket_count, sample["max_tokens"]))
+    if not settings.canary_from:
+        return replace(settings, buckets=buckets)
+    section = json.loads(files[settings.canary_from].read_text()).get("canary")
+    if section is None:
+        return replace(settings, buckets=buckets)
+    try:
+        golden = golden_set(section)
+    except CanaryError as exc:
+        raise RepositoryError(f"{settings.classifier}: {settings.canary_from}: {exc}") from None
+    longest = max(len(text) for text in golden.texts)
+    if settings.max_chars and longest > settings.max_chars:
+        raise RepositoryError(
+            f"{settings.classifier}: a canary text of {settings.canary_from} has {longest} characters, over max_chars "
+            f"{settings.max_chars}, so it would be served as several chunks; re-export with --max-chars {settings.max_chars}"
+        )
+    return replace(settings, buckets=buckets, canary=json.dumps(section, separators=(",", ":")))
 
 
 def text_files(spec: ModelSpec) -> dict[str, dict[str, Path]]:
     """Each model's files from the export: the graphs and checkpoint the classifier's profile may serve, the tokenizer
-    and measured chunk lengths the texts model loads, and what the entry's derived parameters come from."""
+    and measured chunk lengths the texts model loads, and what the entry's settings are derived from."""
     folder = export_dir(spec)
     model = names(spec)
-    wanted = {model["entry"]: ENTRY_FILES, model["texts"]: TEXT_FILES, model["classifier"]: CLASSIFIER_FILES}
-    return {name: {file: folder / file for file in files if (folder / file).exists()} for name, files in wanted.items()}
+    graph = {file: folder / file for file in CLASSIFIER_FILES if (folder / file).exists()}  # the runner's, the build checks
+    required = {model["entry"]: ENTRY_FILES, model["texts"]: TEXT_FILES}
+    return {name: {file: folder / file for file in files} for name, files in required.items()} | {model["classifier"]: graph}
 
 
 def check_text(spec: ModelSpec) -> str:

@@ -22,7 +22,7 @@ MAX_PIXELS = 40_000_000
 FORMATS = ("JPEG", "PNG", "BMP", "WEBP")
 URLSAFE = bytes.maketrans(b"-_", b"+/")
 MAGIC = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"BM", b"RIFF")
-DATA_URL = re.compile(rb"data:image/[\w.+-]+;base64,", re.IGNORECASE)
+DATA_URL = re.compile(rb"^data:image/[\w.+-]+;base64,", re.IGNORECASE)  # a prefix, not anywhere in the text
 NOT_BASE64 = re.compile(rb"[^A-Za-z0-9+/=_-]")
 
 

@@ -3,8 +3,9 @@
 Both wrappers take and return exactly the tensors of their ONNX models, so a served model computes
 the same function whichever runner serves it:
 
-- `LogitsOnly`: a sequence classifier's `input_ids`, `attention_mask` -> `logits` (RADAR). No
-  model output object or cache leaves it (the dynamo exporter fails on a returned KV cache).
+- `LogitsOnly`: a sequence classifier's `input_ids`, `attention_mask` -> `logits` (RADAR), and a cross-encoder's
+  with its `token_type_ids` where it has them. No model output object or cache leaves it (the dynamo exporter fails
+  on a returned KV cache).
 - `PooledEmbeddings`: an encoder's `input_ids`, `attention_mask` -> `embeddings`, its last hidden state
   pooled (the mean of the real tokens, or the first token's) and optionally L2-normalised, as
   sentence-transformers computes a sentence embedding.
@@ -89,10 +90,14 @@ class TokenModel(torch.nn.Module):
 
 
 class LogitsOnly(TokenModel):
-    """Returns the logits tensor alone: Triton's config names one output."""
+    """Returns the logits tensor alone: Triton's config names one output. A cross-encoder (export.ranking_model) also
+    takes its pairs' segments, `token_type_ids`, where its tokenizer makes them."""
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return self.model(input_ids=input_ids, attention_mask=attention_mask, return_dict=True).logits
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        types = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, **types, return_dict=True).logits
 
 
 class PooledEmbeddings(TokenModel):

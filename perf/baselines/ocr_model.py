@@ -20,7 +20,9 @@ import sys
 from pathlib import Path
 
 from kit.adapters.custom_pipeline import in_process_networks
-from kit.control.tasks import shipped_pipeline
+from kit.control.pipeline_task import pipeline_of, plan
+from kit.control.profiles import CANONICAL
+from kit.control.tasks import shipped_specs
 from kit.pipelines.custom import Definition, Networks
 from kit.pipelines.encoded_images import decode_image
 from kit.runners.onnx import Graphs
@@ -30,8 +32,10 @@ from ocr.reader import NetworkEngines, ReaderSettings, TextReader
 
 @functools.cache
 def shipped_ocr() -> tuple[Definition, ReaderSettings]:
-    """The served `ocr`'s module and settings, read once per process."""
-    return shipped_pipeline("ocr")
+    """The served `ocr`'s module and the SETTINGS its entry reads, read once per process."""
+    spec = shipped_specs()["ocr"]
+    pipeline = pipeline_of(spec)
+    return pipeline, plan(spec, CANONICAL)[0].settings.module_settings(pipeline.settings)
 
 
 def ocr_settings() -> ReaderSettings:

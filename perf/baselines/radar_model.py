@@ -9,8 +9,12 @@ service takes those of the committed CPU profile for the model folder.
 
 RADAR_RUNNER=torch runs the checkpoint the export saved (`checkpoint/`) on the kit's PyTorch runner
 instead, in RADAR_TORCH_DTYPE (default fp16) on RADAR_TORCH_DEVICE (default cuda): the model the
-gpu-embedded profile serves, so that a GPU run compares designs on one model (perf/specs/gpu.json).
-RADAR_RUNNER=sim runs the simulated accelerator the sim-h100 profile serves (kit.runners.simulated):
+gpu-embedded profile serves, so that a GPU run compares designs on one model (perf/specs/gpu.json). Each run as it
+comes, eagerly, unless RADAR_TORCH_LADDER (batch sizes, e.g. 1,2,4,...,128) pads its rows up to a ladder and
+RADAR_TORCH_WARM (token lengths, the buckets) warms every ladder size by every length at load, with CUDA graphs of
+them where RADAR_TORCH_GRAPHS is 1: the runner as the kit's classifier runs it, for a design that runs one batch at
+a time (the asyncio batcher; a graph must not be replayed by two threads at once).
+RADAR_RUNNER=sim runs the simulated accelerator the sim-h100 profile serves (perf.sim.device):
 RADAR_SIM_TABLE (a device table's file), RADAR_SIM_CURVE (its model), RADAR_SIM_PRECISION.
 """
 
@@ -29,10 +33,11 @@ from kit.adapters.artifacts import graph_output, text_pipeline
 from kit.adapters.settings import TextSettings
 from kit.pipelines.text.pipeline import TextPlan, decode_text
 from kit.runners.onnx import make_session
-from kit.runners.simulated import SimulatedModel
+from perf.sim.device import SimulatedModel
 
 Logits = Callable[[np.ndarray, np.ndarray], np.ndarray]
 RUNNERS = ("onnx", "torch", "sim")
+TORCH_SHAPES = ("RADAR_TORCH_LADDER", "RADAR_TORCH_WARM")
 
 
 def onnx_logits(model: Path, threads: int) -> Logits:
@@ -41,12 +46,24 @@ def onnx_logits(model: Path, threads: int) -> Logits:
     return lambda ids, mask: session.run([output], {"input_ids": ids, "attention_mask": mask})[0]
 
 
-def torch_logits(model_dir: Path, dtype: str, device: str) -> Logits:
-    """torch is imported here only: the serve venv, where the CPU baselines run, has none."""
-    from kit.runners.torch import TorchModel, TorchOptions
+def torch_runner(model_dir: Path, dtype: str, device: str, ladder=(), lengths=(), graphs: bool = False):
+    """The checkpoint on the kit's PyTorch runner, its rows padded up to `ladder`, every ladder size by every length
+    warmed (and captured as CUDA graphs with `graphs`) where `lengths` are given: (model, output name, warm-up or
+    None). torch is imported here only: the serve venv, where the CPU baselines run, has none."""
+    from kit.runners.torch import InputSpec, TorchModel, TorchOptions, warm_shapes
 
     output = graph_output(model_dir)
-    model = TorchModel.from_checkpoint(model_dir / "checkpoint", [output], TorchOptions(dtype, device))
+    options = TorchOptions(dtype, device, graphs, ladder=tuple(ladder))
+    model = TorchModel.from_checkpoint(model_dir / "checkpoint", [output], options)
+    specs = [InputSpec(name, np.dtype(np.int64), (-1,)) for name in ("input_ids", "attention_mask")]
+    warmup = model.warm(warm_shapes(specs, ladder, lengths)) if ladder and lengths else None
+    return model, output, warmup
+
+
+def torch_logits(model_dir: Path, dtype: str, device: str, ladder=(), lengths=(), graphs: bool = False) -> Logits:
+    model, output, warmup = torch_runner(model_dir, dtype, device, ladder, lengths, graphs)
+    if warmup is not None:
+        print(f"warmed {warmup.shapes} shapes in {warmup.seconds:.1f} s, {warmup.graphs} as CUDA graphs", file=sys.stderr)
     return lambda ids, mask: model({"input_ids": ids, "attention_mask": mask})[output]
 
 
@@ -94,7 +111,9 @@ def logits_from_env(model_dir: Path) -> Logits:
     if runner not in RUNNERS:
         raise ValueError(f"RADAR_RUNNER={runner!r} is not one of {RUNNERS}")
     if runner == "torch":
-        return torch_logits(model_dir, os.environ.get("RADAR_TORCH_DTYPE", "fp16"), os.environ.get("RADAR_TORCH_DEVICE", "cuda"))
+        ladder, lengths = (tuple(int(n) for n in os.environ.get(name, "").split(",") if n) for name in TORCH_SHAPES)
+        dtype, device = os.environ.get("RADAR_TORCH_DTYPE", "fp16"), os.environ.get("RADAR_TORCH_DEVICE", "cuda")
+        return torch_logits(model_dir, dtype, device, ladder, lengths, os.environ.get("RADAR_TORCH_GRAPHS") == "1")
     if runner == "sim":
         table = Path(os.environ["RADAR_SIM_TABLE"])
         return sim_logits(table, os.environ["RADAR_SIM_CURVE"], os.environ.get("RADAR_SIM_PRECISION", "fp16"))

@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from kit.control.configs import SOURCE
+from kit.control.configs import ARTIFACTS, SOURCE
 from kit.control.specs import read_spec
 from perf.baselines.image_model import ImageModel
 from perf.baselines.pipeline_model import PipelineModel
@@ -26,7 +26,7 @@ MODELS = {"onnx": TensorModel, "image-classification": ImageModel, "pipeline": P
 
 def from_env() -> TensorModel | ImageModel | PixelsModel | PipelineModel:
     path = Path(os.environ["MODEL_SPEC"]).resolve()
-    spec = read_spec(path, shipped=path.parent == SOURCE.resolve())  # the kit's own spec (resnet50) too
+    spec = read_spec(path, artifacts=ARTIFACTS if path.parent == SOURCE.resolve() else None)  # the kit's own (resnet50)
     kind = PixelsModel if spec.input == "pixels" else MODELS[spec.task]
     model = kind(spec, int(os.environ.get("ORT_THREADS", "1")))
     # The perf kit counts these lines to know that every worker process has loaded its model.

@@ -11,7 +11,7 @@ import numpy as np
 
 from kit.control.configs import numpy_type
 from kit.control.specs import ModelSpec
-from kit.control.tasks import task_of
+from kit.control.tasks import entry_config
 from kit.pipelines.errors import InputError
 from kit.runners.onnx import make_session
 
@@ -20,7 +20,7 @@ class TensorModel:
     inputs_in_threads = False  # a body's few rows are made on the event loop
 
     def __init__(self, spec: ModelSpec, threads: int, session: bool = True):
-        config = task_of(spec).models(spec)[spec.name].config
+        config = entry_config(spec)
         self.dtypes = {t.name: numpy_type(t.data_type) for t in config.input}
         self.outputs = [t.name for t in config.output]
         if session:

@@ -1,7 +1,7 @@
 """The faults a chaos run injects into the served kit, each a method that does its harm and returns what it did.
 
 Alone: kill -9 a Python stub of any model, or tritonserver; SIGSTOP the door or a stub for a few seconds; deploy a new
-version of RADAR, or a broken one that must roll back (kit.control.deploy, one deploy at a time, as an operator runs
+version of RADAR, or a broken one that must roll back (kit.server.deploy, one deploy at a time, as an operator runs
 them); a flood that fills a queue; malformed and oversized bodies. Together, as production meets them: a stub killed
 while a version is deployed, and tritonserver killed while a flood through the door fills RADAR's queue. Every request a
 fault sends is filed in the run's tally as the clients' are: a flood's answers are checked, its refusals counted; bad
@@ -28,8 +28,8 @@ from tritonclient.utils import InferenceServerException
 
 from clients.base import ModelClient
 from clients.radar import RadarClient, RadarResult, text_tensor
-from kit.control.deploy import Repository, deploy
-from kit.control.runtime import Stub
+from kit.server.deploy import Repository, deploy
+from kit.server.runtime import Stub
 from perf.chaos.answers import Cases
 from perf.chaos.load import PATIENT, Tally, ending
 from perf.chaos.served import ServedKit

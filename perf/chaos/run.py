@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kit.control.configs import ARTIFACTS, REPO_ROOT
-from kit.control.deploy import Repository
 from kit.control.models import main as kit_main
 from kit.control.specs import ModelSpec, read_specs
+from kit.server.deploy import Repository
 from perf.chaos import answers, report
 from perf.chaos.faults import KINDS, Faults
 from perf.chaos.load import ClosedLoop, Kind, Tally, radar, resnet50, tensors

@@ -13,12 +13,10 @@ from pathlib import Path
 import psutil
 
 from kit.control.configs import ARTIFACTS
-from kit.control.profiles import load_profile
 from kit.control.repository import build
-from kit.control.runtime import ServerOptions, Stub, Supervisor, TritonServer, free_port
-from kit.control.serve import Door
 from kit.control.specs import ModelSpec
-from perf.engine.targets import model_source
+from kit.server.runtime import ServerOptions, Stub, Supervisor, TritonServer, free_port
+from kit.server.serve import Door
 
 PROFILE = "cpu"
 SHIPPED = ("radar", "radar_texts", "radar_classifier", "resnet50", "resnet50_backbone")
@@ -46,10 +44,7 @@ class ServedKit:
         return self.work / "repository"
 
     def start(self) -> ServedKit:
-        profile = load_profile(PROFILE)
-        profile["models"] = {name: settings for name, settings in profile["models"].items() if name in SHIPPED}
-        source = model_source(self.work, SHIPPED)
-        build(PROFILE, self.repository, self.artifacts, source, profile, self.specs)
+        build(PROFILE, self.repository, self.artifacts, specs=self.specs, models=(*SHIPPED, *self.specs))
         self.server = TritonServer(ServerOptions.on_free_ports(self.repository), log_path=self.work / "server.log")
         self.server.start()
         self.started = time.monotonic()

@@ -1,4 +1,4 @@
-"""New versions of RADAR's export to deploy while the kit serves (kit.control.deploy), laid out as `make export`
+"""New versions of RADAR's export to deploy while the kit serves (kit.server.deploy), laid out as `make export`
 writes one (DIR/radar/...): the same export linked again, a good version whose switch shows in Triton's index and the
 door's canary and not in the scores; and a broken one, the graph the CPU profile serves with its AI logit shifted by
 +1 (as a wrong classifier-head bias would shift it) beside the original golden set, which must fail its check and
@@ -14,7 +14,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from kit.control.configs import ARTIFACTS
-from kit.control.repository import profile_configs
+from kit.control.repository import plan
 
 
 def linked_export(root: Path, artifacts: Path = ARTIFACTS) -> Path:
@@ -27,7 +27,7 @@ def linked_export(root: Path, artifacts: Path = ARTIFACTS) -> Path:
 
 def perturbed_export(root: Path, artifacts: Path = ARTIFACTS) -> Path:
     """`artifacts/radar` (linked) with the graph the CPU profile serves replaced by one whose AI logit is shifted by +1."""
-    graph = profile_configs("cpu")["radar_classifier"].parameters["onnx_model"].string_value
+    graph = plan("cpu", specs={})["radar_classifier"].written().parameters["onnx_model"].string_value
     source = artifacts / "radar"
     (root / "radar").mkdir(parents=True)
     for path in source.iterdir():

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kit.control.runtime import answers_ok
+from kit.server.runtime import answers_ok
 from perf.chaos.served import ServedKit
 from perf.engine.procstats import rss_bytes_by_role
 

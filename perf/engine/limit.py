@@ -11,6 +11,7 @@ import multiprocessing as mp
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 
 CORES = os.cpu_count() or 1
 Job = Callable[[], Callable[[], None]]
@@ -44,6 +45,13 @@ def in_parallel(jobs: list[Job]) -> tuple[float, float]:
     for w in workers:
         w.join()
     return max(t[1] for t in times) - min(t[0] for t in times), sum(t[2] for t in times)
+
+
+def in_child(job: Callable, *args):
+    """`job(*args)` in a fresh process, its result returned: what it loads (a device's context) stays out of this one.
+    A child that dies raises here (BrokenProcessPool) instead of leaving this process waiting."""
+    with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
+        return pool.submit(job, *args).result()
 
 
 def shared_counter():

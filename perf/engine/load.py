@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,24 +75,23 @@ def tensor(name: str, value: np.ndarray) -> aioclient.InferInput:
 
 async def run_window(
     send: Callable[[int], Awaitable[None]], window: Window, snapshot: Callable[[], dict]
-) -> tuple[list[float], int, dict, dict]:
+) -> tuple[list[float], Counter[str], dict, dict]:
     """Client k awaits send(k), send(k + concurrency), ... until the window ends; `send` raises when a
-    request fails. Returns the latencies answered inside the measured window, the failures, and
+    request fails. Returns the latencies answered inside the measured window, the failures by what they raised, and
     `snapshot()` at the window's two bounds."""
     begin = time.perf_counter()
     measure_from, stop_at = begin + window.warmup_s, begin + window.warmup_s + window.duration_s
     latencies: list[float] = []
-    errors = 0
+    errors: Counter[str] = Counter()
 
     async def loop(k: int) -> None:
-        nonlocal errors
         index = k
         while time.perf_counter() < stop_at:
             sent = time.perf_counter()
             try:
                 await send(index)
-            except Exception:  # counted and reported: a point with errors is not a result
-                errors += 1
+            except Exception as exc:  # counted and reported: a point with errors is not a result
+                errors[f"{type(exc).__name__}: {exc}"[:200]] += 1
                 continue
             finally:
                 index += window.concurrency
@@ -109,7 +109,13 @@ async def run_window(
     return latencies, errors, start, end
 
 
-def latency_row(window: Window, latencies: list[float], errors: int, wall_s: float, client_cpu_s: float) -> dict:
+def failed(errors: Counter[str]) -> str | None:
+    """The failures in words, the most frequent causes first."""
+    causes = "; ".join(f"{count}x {cause}" for cause, count in errors.most_common(3))
+    return f"{sum(errors.values())} requests failed ({causes})" if errors else None
+
+
+def latency_row(window: Window, latencies: list[float], errors: Counter[str], wall_s: float, client_cpu_s: float) -> dict:
     """What every closed-loop point reports: throughput and latency percentiles over the measured window."""
     ms = np.array(latencies) * 1000 if latencies else np.array([np.nan])
     return {
@@ -121,11 +127,11 @@ def latency_row(window: Window, latencies: list[float], errors: int, wall_s: flo
         "avg_ms": float(ms.mean()),
         "client_cpu_s": client_cpu_s,
         "wall_s": wall_s,
-        "error": f"{errors} requests failed" if errors else None,
+        "error": failed(errors),
     }
 
 
-def point_row(window: Window, latencies: list[float], errors: int, start: dict, end: dict) -> dict:
+def point_row(window: Window, latencies: list[float], errors: Counter[str], start: dict, end: dict) -> dict:
     over = difference(end, start)
     by_role = {k: round(v, 2) for k, v in sorted(over["server_cpu_s_by_role"].items(), key=lambda kv: -kv[1])}
     return {

@@ -19,7 +19,18 @@ from pathlib import Path
 
 from kit.control.configs import REPO_ROOT
 from perf.engine import plots
-from perf.engine.tables import graphs, limit_of, pct, per_cpu, ratio, sec, table, target_name, verdict_lines
+from perf.engine.tables import (
+    graphs,
+    limit_of,
+    pct,
+    per_cpu,
+    ratio,
+    runner_section,
+    sec,
+    table,
+    target_name,
+    verdict_lines,
+)
 from perf.engine.verdicts import judge
 from perf.engine.workload import Workload
 
@@ -408,7 +419,7 @@ def render(results: dict, w: Workload, out_dir: Path) -> str:
         s += limit_rounds_section(results, w)
     if "projection" in results["spec"]:
         s += cost_section(results, w)
-    s += w.sections(results, out_dir)
+    s += w.sections(results, out_dir) + runner_section(results, w)
     if results["probes"]:
         s += probes_section(results, w, out_dir)
     if results["probes"] + results["sweeps"] and all("peak_rss_mb" in r for r in results["probes"] + results["sweeps"]):

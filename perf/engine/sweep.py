@@ -35,7 +35,7 @@ from pathlib import Path
 import onnxruntime
 
 from kit.control.configs import REPO_ROOT
-from kit.control.runtime import install_python_stub, triton_dist
+from kit.server.runtime import install_python_stub, triton_dist
 from perf.engine import gpu
 from perf.engine.budget import Budget
 from perf.engine.inputs import InputSet
@@ -43,13 +43,21 @@ from perf.engine.perf_analyzer import warm_up
 from perf.engine.point import measure
 from perf.engine.revision import tree_commit
 from perf.engine.spec import graph_runs, probe_load, sweep_loads
-from perf.engine.targets import make_target, variant_profile
+from perf.engine.targets import FAMILIES, KitTarget, make_target
 from perf.engine.workload import Workload
 
 # The GPU host's copy of the tree names its commit here (run.sh reads it from the carry's manifest): that copy may
 # hold no .git, or a stale one from an earlier copy, which would name another commit.
 COMMIT_ENV = "KIT_COMMIT"
 LOG_TAIL_LINES = 30
+# Where the PyTorch runner's stubs write the torch.profiler traces a kit variant's `profile_executions` asks for
+# (kit.adapters.torch_runner_model); run.sh sets it inside the results folder.
+TRACE_DIR_ENV = "KIT_TRACE_DIR"
+
+
+def traces() -> dict[str, int]:
+    """The traces written so far: file name -> bytes."""
+    return {p.name: p.stat().st_size for p in sorted(Path(os.environ[TRACE_DIR_ENV]).glob("*.trace.json.gz"))}
 
 
 def source_commit(root: Path = REPO_ROOT) -> str:
@@ -132,7 +140,11 @@ class Run:
                 return None
 
         with ThreadPoolExecutor(max(1, len(targets))) as pool:
-            return [t for t in pool.map(start, targets) if t is not None]
+            started = [t for t in pool.map(start, targets) if t is not None]
+        for target in started:
+            if isinstance(target, KitTarget) and (warm := target.warm_up()):
+                self.results["warm_ups"][f"{target.family} {target.label}"] = warm
+        return started
 
     def point(self, target, inputs: InputSet, load, name: str, into: str = "sweeps", **tags) -> dict | None:
         """One measured point (the GPU sampled over it where the spec asks), added to the results and saved."""
@@ -293,7 +305,7 @@ def run(
     A run over `graphs` holds each graph's limit in `limits` and tags every row with its graph's name; otherwise
     the one limit is `limit`."""
     w = w.for_spec(spec)
-    known = {"kit", "door", *w.baselines}
+    known = {*FAMILIES, *w.baselines}
     unknown = set(spec["targets"]) - known
     if unknown:
         raise ValueError(f"{spec['path']}: no {sorted(unknown)} target for {w.name} (known: {', '.join(sorted(known))})")
@@ -319,10 +331,12 @@ def run(
         "skipped": [],
         "errors": [],
         "kit_profiles": {
-            w.variant_label(p["models"]): p["models"]
+            t.label: t.placements
             for _, run_spec in runs
-            for p in (variant_profile(w, s) for s in run_spec["targets"].get("kit", []))
+            for family in ("kit", "control")
+            for t in (make_target(w, family, s, model_dir, work / "profiles") for s in run_spec["targets"].get(family, []))
         },
+        "warm_ups": {},
     }
 
     def finish() -> dict:
@@ -330,7 +344,7 @@ def run(
         done["minutes"] = round((time.time() - started) / 60, 1)
         done["load_average_at_end"] = os.getloadavg()
         done |= {"limits": limits} if "graphs" in spec else {"limit": limits.get(None)}
-        return done
+        return done | ({"traces": traces()} if os.environ.get(TRACE_DIR_ENV) else {})
 
     def save() -> None:
         if out is not None:

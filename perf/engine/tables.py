@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from perf.engine.workload import Verdict, Workload
+
+KIT_FAMILIES = ("kit", "control")  # the families served by the kit's Triton, whose counters split its time
 
 
 def by_family(rows: list[dict], input_name: str) -> dict[str, list[dict]]:
@@ -62,18 +65,19 @@ def table(headers: list[str], rows: list[list]) -> list[str]:
 
 
 def kit_time_table(results: dict, headers: list[str], cells: Callable[[dict], list[str]]) -> list[str]:
-    """Each kit point: its input (and graph) and load, the workload's split of Triton's counters, server and client CPU."""
+    """Each kit point (and the control's): its input (and graph) and load, the workload's split of Triton's counters,
+    server and client CPU."""
     cores = results["machine"]["cores"]
     rows = [
         [
-            with_graph(r["input"], r),
+            with_graph(r["input"], r) + (f" ({r['family']})" if r["family"] != "kit" else ""),
             r["load"],
             *cells(r),
             pct(r["server_cpu_s"], r["wall_s"], cores),
             pct(r["client_cpu_s"], r["wall_s"], cores),
         ]
         for r in results["sweeps"]
-        if r["family"] == "kit"
+        if r["family"] in KIT_FAMILIES
     ]
     return table(["input", "load", *headers, "server CPU", "client CPU"], rows)
 
@@ -92,3 +96,122 @@ def relative_table(rows: list[dict], reference: str, key: str) -> list[str]:
     return table(
         ["setting", *loads], [[setting, *(by_load.get(load, "-") for load in loads)] for setting, by_load in cells.items()]
     )
+
+
+# Where a runner instance's time over a window went, and what would move each part (the report names the largest).
+HOLDS = {
+    "waiting for work": "more work in flight to it: more requests from its callers, or a longer queue delay",
+    "the forward pass": "a faster forward pass (CUDA graphs where a run had none, a compiled engine, lower precision)",
+    "tensors and copies": "cheaper tensors and copies (pinned buffers, one copy per run)",
+    "the stub around the runner": "less Python per execution around the runner (planning, requests, responses)",
+}
+
+
+def labelled(metrics: dict[str, float]) -> list[tuple[str, dict[str, str], float]]:
+    """Each metric's name, labels and value, from `name{labels}` keys."""
+    out = []
+    for key, value in metrics.items():
+        name, labels = key.split("{", 1)
+        out.append((name, dict(re.findall(r'(\w+)="([^"]*)"', labels)), value))
+    return out
+
+
+def runner_figures(row: dict, model: str) -> dict | None:
+    """The PyTorch runner's figures of `model` over a point (kit.adapters.runner_metrics, differenced): each stage's
+    mean ms per run; runs and rows per execution (Triton's executions), the padding's share of the rows run, the share
+    of runs replayed from CUDA graphs, the runs of shapes not warmed; and how its instances spent the window (Triton's
+    compute per execution against the stages' sums). None where the model ran no such runner."""
+    stages: dict[str, dict[str, float]] = {}
+    runs, rows = [], {}
+    for name, labels, value in labelled(row.get("metrics", {})):
+        if labels.get("model") != model:
+            continue
+        if name.startswith("kit_runner_stage_seconds_"):
+            stages.setdefault(labels["stage"], {})[name.rsplit("_", 1)[1]] = value
+        elif name == "kit_runner_runs_total":
+            runs.append((labels, value))
+        elif name == "kit_runner_rows_total":
+            rows[labels["rows"]] = value
+    count, triton = sum(v for _, v in runs), row.get("triton", {}).get(model, {})
+    if not count or not triton.get("executions") or set(stages) != {"tensors", "h2d", "forward", "d2h"}:
+        return None
+    executions, window = triton["executions"], row["wall_s"] * row["workers"]
+    spent = {stage: v.get("sum", 0.0) for stage, v in stages.items()}
+    copies = spent["tensors"] + spent["h2d"] + spent["d2h"]
+    # Triton counts an execution's time when it ends, the runner each run's: an execution across a bound of the window
+    # puts time on one side that the other counts on the other (seen with few long executions on a CPU).
+    busy = max(triton.get("execution_compute_infer", 0) / 1e9, spent["forward"] + copies)
+    window = max(window, busy)
+    return {
+        "stage_ms": {stage: 1000 * spent[stage] / v["count"] if v.get("count") else 0.0 for stage, v in stages.items()},
+        "runs_per_execution": count / executions,
+        "rows_per_execution": rows.get("asked", 0) / executions,
+        "padding": rows.get("padding", 0) / max(1.0, rows.get("asked", 0) + rows.get("padding", 0)),
+        "from_graphs": sum(v for labels, v in runs if labels["graph"] == "true") / count,
+        "unwarmed": {labels["shape"]: int(v) for labels, v in runs if labels["warmed"] != "true" and v},
+        "time": {
+            "waiting for work": max(0.0, 1 - busy / window),
+            "the forward pass": spent["forward"] / window,
+            "tensors and copies": copies / window,
+            "the stub around the runner": max(0.0, busy - spent["forward"] - copies) / window,
+        }
+        if busy
+        else {},
+    }
+
+
+def unwarmed(runs: dict[str, int], shown: int = 4) -> str:
+    """Runs of shapes the warm-up did not cover: the most frequent few, and how many shapes and runs in all."""
+    if not runs:
+        return "none"
+    top = ", ".join(f"{shape} x{n}" for shape, n in sorted(runs.items(), key=lambda kv: -kv[1])[:shown])
+    return f"{sum(runs.values())} runs of {len(runs)} shapes ({top}{', ...' if len(runs) > shown else ''})"
+
+
+def held_by(figures: dict) -> str:
+    """The part of a runner instance's time that holds a point, and what would move it."""
+    if not figures["time"]:
+        return "no execution time from Triton to split"
+    part, share = max(figures["time"].items(), key=lambda kv: kv[1])
+    return f"held by {part} ({share:.0%} of the runner's time): {HOLDS[part]}"
+
+
+def runner_section(results: dict, w: Workload) -> list[str]:
+    """Per kit point, what the runner did inside Triton's executions; the runners' warm-up; the traces written."""
+    rows = []
+    for r in results["sweeps"]:
+        f = runner_figures(r, w.workers) if r["family"] in KIT_FAMILIES else None
+        if f is None:
+            continue
+        util = f"{r['gpu']['util_mean_pct']:.0f}" if "util_mean_pct" in r.get("gpu", {}) else "-"
+        per_execution = [f"{f['runs_per_execution']:.2f}", f"{f['rows_per_execution']:.1f}", f"{f['padding']:.0%}"]
+        per_execution += [f"{f['from_graphs']:.0%}", unwarmed(f["unwarmed"])]
+        stages = [f"{f['stage_ms'][stage]:.2f}" for stage in ("tensors", "h2d", "forward", "d2h")]
+        shares = " / ".join(f"{share:.0%}" for share in f["time"].values()) or "-"
+        where = [w.family_title(r["family"]), with_graph(r["input"], r), r["load"], util]
+        rows.append([*where, *per_execution, *stages, shares, held_by(f).split(":")[0]])
+    if not rows:
+        return []
+    headers = "target|input|load|GPU util %|runs / execution|ITEMs / execution|padding|from graphs|unwarmed runs|"
+    headers += "tensors ms|h2d ms|forward ms|d2h ms|waiting / forward / copies / stub|held by"
+    out = [
+        f"## The runner inside `{w.workers}`'s executions\n",
+        "From the runner's own metrics on Triton's port (kit.adapters.runner_metrics), differenced over each window: runs "
+        f"and {w.item}s per Triton execution, the padding's share of the rows run, runs replayed from CUDA graphs, runs of "
+        "shapes the warm-up did not cover; each stage's mean ms per run (tensors built, copy to the device, forward pass, "
+        "copy back, each synchronised); and the instances' time over the window: waiting for work / the forward pass / "
+        "tensors and copies / the stub around the runner (Triton's compute per execution less the stages).\n",
+        *table(headers.replace("ITEM", w.item).split("|"), rows),
+        "",
+    ]
+    warm = []
+    for target, figures in results.get("warm_ups", {}).items():
+        what = {labels["what"]: v for name, labels, v in labelled(figures) if labels.get("model") == w.workers}
+        seconds, mib = f"{what.get('seconds', 0):.1f}", (f"{what.get(k, 0) / 2**20:.0f}" for k in ("graph_bytes", "budget_bytes"))
+        warm.append([target, f"{what.get('shapes', 0):.0f}", f"{what.get('graphs', 0):.0f}", seconds, *mib])
+    if warm:
+        out += [*table(["runner warmed before ready", "shapes", "CUDA graphs", "seconds", "graph MiB", "budget MiB"], warm), ""]
+    if "traces" in results:
+        traces = ", ".join(f"`{name}` ({size / 2**20:.1f} MiB)" for name, size in results["traces"].items()) or "none written"
+        out.append(f"torch.profiler traces (a variant's `profile_executions`, in the run's `traces/`): {traces}.\n")
+    return out

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,19 +24,22 @@ import urllib.request
 from pathlib import Path
 
 import tritonclient.grpc as grpcclient
-from tritonclient.grpc import model_config_pb2 as mc
 
-from kit.control.configs import REPO_ROOT, SOURCE
-from kit.control.profiles import load_profile
-from kit.control.repository import build, resolved
-from kit.control.runtime import ServerOptions, TritonServer, answers_ok, free_port
-from kit.control.serve import Door
-from kit.control.tasks import link_sources, task_of
-from kit.runners.simulated import COUNTERS_ENV, busy_seconds
+from kit.control.configs import ARTIFACTS, REPO_ROOT
+from kit.control.profiles import Profile, load_profile
+from kit.control.repository import build, plan
+from kit.control.served import ServedModel
+from kit.server.runtime import ServerOptions, TritonServer, answers_ok, free_port
+from kit.server.serve import Door
 from perf.engine.inputs import InputSet
 from perf.engine.workload import Baseline, Workload
+from perf.sim.device import COUNTERS_ENV, busy_seconds
 
 CORES = os.cpu_count() or 1
+# The PyTorch runner's metrics on Triton's port (kit.adapters.runner_metrics): counters and the histogram's sums and
+# counts, differenced over each point; the warm-up's gauges, read once a target has started.
+RUNNER_COUNTERS = ("kit_runner_stage_seconds_sum", "kit_runner_stage_seconds_count", "kit_runner_runs_", "kit_runner_rows_")
+RUNNER_WARM_UP = "kit_runner_warmup"
 
 
 def merged(base: dict, override: dict) -> dict:
@@ -49,40 +51,37 @@ def merged(base: dict, override: dict) -> dict:
 
 
 def variant_profile(workload: Workload, setting: dict) -> dict:
-    """The workload's deployment profile for its models, each overridden by `setting`
-    (e.g. {"radar_classifier": {"instances": 2}}), PyTorch-runner models in the deployment's placement. A model from a
-    spec starts from the placement the profile gives it (kit.control.tasks.Generated: its template's, where it has one)."""
+    """The workload's deployment profile with its models' entries overridden by `setting` (e.g.
+    {"radar_classifier": {"instances": 2}}), and the deployment's placement ({"device": ..., "dtype": ...}) laid over
+    every role and model the profile serves on the PyTorch runner: a profile file's contents (kit.control.profiles)."""
     d = workload.deployment
     base = load_profile(d.profile)
-    placed = {m: g.placement(base["models"]) for s in workload.specs.values() for m, g in task_of(s).models(s).items()}
     setting = workload.by_role(setting)
-    models = {m: merged(placed.get(m) or base["models"].get(m, {}), setting.get(m, {})) for m in workload.models}
-    for settings in models.values():
-        if settings.get("runner") == "torch":
-            settings.update(d.placement)
-            if settings.get("device") == "cpu":
-                settings.pop("gpus", None)
-    target = {"target": base["target"]} if "target" in base else {}  # the applier of a profile named otherwise
-    return {"description": f"perf variant of {d.profile}", **target, "models": models}
-
-
-def model_source(workdir: Path, models: tuple[str, ...]) -> Path:
-    """A source folder with only the workload's models, so a variant loads nothing else; made anew each time, so
-    that a work folder kept from an earlier run follows the models the workload has now."""
-    source = workdir / "source"
-    if source.exists():
-        shutil.rmtree(source)  # links only
-    source.mkdir(parents=True)
-    for name in ("profiles", "artifacts.json", "devices"):
-        (source / name).symlink_to(SOURCE / name)
-    link_sources(models, source)  # a model from a user's spec has no source: the workload passes its spec
-    return source
+    models = {m: merged(base.models.get(m, {}), setting.get(m, {})) for m in sorted(set(base.models) | set(setting))}
+    roles = json.loads(json.dumps(base.roles))
+    for placement in [*roles.values(), *models.values()]:
+        # Paths beside the profile file stay where they are, whichever folder the variant is written to.
+        if "model_py" in placement:
+            placement["model_py"] = str(base.folder / placement["model_py"])
+        placement["files"] = {name: str(base.folder / path) for name, path in placement.get("files", {}).items()}
+        if not placement["files"]:
+            del placement["files"]
+        if placement.get("runner") == "torch":
+            placement.update(d.placement)
+            if placement.get("device") == "cpu":
+                placement.pop("gpus", None)
+    return {"description": f"perf variant of {d.profile}", "target": base.target, "roles": roles, "models": models}
 
 
 def linked_artifacts(workdir: Path, model_dir: Path, name: str) -> Path:
-    """An artifacts folder whose `name/` is the model under test (e.g. `radar/`: the RoBERTa-large stand-in)."""
+    """An artifacts folder whose `name/` is the model under test (e.g. `radar/`: the RoBERTa-large stand-in), beside
+    the project's other exports (a shipped spec's networks, say)."""
     artifacts = workdir / "artifacts"
     artifacts.mkdir(parents=True, exist_ok=True)
+    for folder in ARTIFACTS.iterdir() if ARTIFACTS.is_dir() else []:
+        link = artifacts / folder.name
+        if folder.name != name and not link.exists():
+            link.symlink_to(folder.resolve())
     link = artifacts / name
     if link.is_symlink() or link.exists():
         link.unlink()
@@ -90,18 +89,30 @@ def linked_artifacts(workdir: Path, model_dir: Path, name: str) -> Path:
     return artifacts
 
 
-def variant_configs(workload: Workload, setting: dict, model_dir: Path, workdir: Path) -> dict[str, mc.ModelConfig]:
-    """The configs a kit variant serves with (profile applied, parameters derived and checked), unbuilt."""
+def variant_models(workload: Workload, setting: dict, model_dir: Path, workdir: Path) -> dict[str, ServedModel]:
+    """The models a kit variant serves, planned from its profile file (written into `workdir`): placed configs and
+    typed settings, unbuilt."""
     artifacts = linked_artifacts(workdir, model_dir, workload.artifacts)
-    source = model_source(workdir, workload.models)
-    configs, _ = resolved(
-        workload.deployment.profile, artifacts, source, variant_profile(workload, setting), specs=workload.specs
-    )
-    return configs
+    path = workdir / "profile.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(variant_profile(workload, setting), indent=1) + "\n")
+    return plan(path, workload.specs, artifacts, models=workload.models)
+
+
+def placements(workload: Workload, setting: dict, models: dict[str, ServedModel]) -> dict[str, dict]:
+    """Each model's placement in a kit variant, as its role and its entry give it, and under `served` the parameters
+    its typed settings hold once planned: what a variant's label reads."""
+    profile = variant_profile(workload, setting)
+    placed = Profile(workload.deployment.profile, profile["target"], profile["roles"], profile["models"])
+    out = {}
+    for name, model in models.items():
+        served = model.settings.to_parameters() if model.settings is not None else {}
+        out[name] = placed.placement(model.role, name, model.config) | {"served": served}
+    return out
 
 
 def device_counters(workdir: Path) -> dict[str, float]:
-    """A simulated accelerator's busy seconds so far, counted by the target's processes (kit.runners.simulated)."""
+    """A simulated accelerator's busy seconds so far, counted by the target's processes (perf.sim.device)."""
     return {"busy_s": busy_seconds(workdir / "sim-counters")}
 
 
@@ -118,22 +129,26 @@ class KitTarget:
 
     def __init__(self, workload: Workload, setting: dict, model_dir: Path, workdir: Path):
         self.workload, self.setting, self.model_dir, self.workdir = workload, setting, model_dir, workdir
-        self.label = workload.variant_label(self.profile()["models"])
+        self.models = variant_models(workload, setting, model_dir, workdir / "plan")
+        self.placements = placements(workload, setting, self.models)
+        self.label = workload.variant_label(self.placements)
         self.server: TritonServer | None = None
         self.server_args: list[str] = []  # extra tritonserver options (perf.probes.occupancy: request traces)
 
-    def profile(self) -> dict:
-        return variant_profile(self.workload, self.setting)
-
     @property
     def workers(self) -> int:
-        return int(self.profile()["models"][self.workload.workers].get("instances", 1))
+        return int(self.placements[self.workload.workers].get("instances", 1))
 
     def start(self, timeout: float = 600) -> None:
         repository = self.workdir / "repository"
-        artifacts = linked_artifacts(self.workdir, self.model_dir, self.workload.artifacts)
-        source = model_source(self.workdir, self.workload.models)
-        build(self.workload.deployment.profile, repository, artifacts, source, self.profile(), self.workload.specs)
+        self.models = variant_models(self.workload, self.setting, self.model_dir, self.workdir)
+        build(
+            self.workdir / "profile.json",
+            repository,
+            self.workdir / "artifacts",
+            specs=self.workload.specs,
+            models=self.workload.models,
+        )
         options = ServerOptions.on_free_ports(
             repository,
             gpu_metrics=self.workload.deployment.on_gpu,
@@ -173,18 +188,24 @@ class KitTarget:
                 "inferences": int(model.get("inference_count", 0)),
                 "executions": int(model.get("execution_count", 0)),
                 **{k: int(s[k].get("ns", 0)) for k in ("queue", "compute_input", "compute_infer", "compute_output")},
+                # Per execution (batch_stats): the request-level figures above count an execution once per request in it.
+                "execution_compute_infer": sum(int(b["compute_infer"].get("ns", 0)) for b in model.get("batch_stats", [])),
             }
         return out
 
     def counters(self) -> dict[str, dict]:
-        """Triton's statistics per model, the workload's Prometheus counters by `name{labels}`, a simulated device's."""
-        return {"triton": self.statistics(), "metrics": self.metrics(), "device": device_counters(self.workdir)}
+        """Triton's statistics per model, the workload's and the runners' Prometheus counters by `name{labels}`, a
+        simulated device's."""
+        metrics = self.metrics((*self.workload.metric_prefixes, *RUNNER_COUNTERS))
+        return {"triton": self.statistics(), "metrics": metrics, "device": device_counters(self.workdir)}
 
-    def metrics(self) -> dict[str, float]:
-        if not self.workload.metric_prefixes:
-            return {}
+    def warm_up(self) -> dict[str, float]:
+        """What the runners' warm-up did, by `name{labels}` (read once started: they warm before they are ready)."""
+        return self.metrics((RUNNER_WARM_UP,))
+
+    def metrics(self, prefixes: tuple[str, ...]) -> dict[str, float]:
         text = urllib.request.urlopen(self.server.options.metrics_url, timeout=5).read().decode()
-        names = "|".join(re.escape(p) for p in self.workload.metric_prefixes)
+        names = "|".join(re.escape(p) for p in prefixes)
         return {
             f"{n}{{{labels}}}": float(v) for n, labels, v in re.findall(rf"^((?:{names})\w*)\{{([^}}]*)\}} (\S+)$", text, re.M)
         }
@@ -364,7 +385,14 @@ class HttpTarget:
             self.process.wait()
 
 
-FAMILIES = {"kit": KitTarget, "door": DoorTarget}
+class ControlTarget(KitTarget):
+    """A kit variant measured as the control of an experiment (the kit without its runner's ladder, warm-up and CUDA
+    graphs, say): its own family, so that the kit's targets are judged on the kit's own settings alone."""
+
+    family = "control"
+
+
+FAMILIES = {"kit": KitTarget, "door": DoorTarget, "control": ControlTarget}
 
 
 def make_target(workload: Workload, family: str, setting: dict, model_dir: Path, work: Path) -> KitTarget | HttpTarget:

@@ -100,7 +100,8 @@ class Workload:
         return f"{self.item}s_per_s"
 
     def family_title(self, family: str) -> str:
-        return {"kit": "kit (Triton)", "door": "kit through the door"}.get(family) or self.baselines[family].title
+        titles = {"kit": "kit (Triton)", "door": "kit through the door", "control": "kit, control variant"}
+        return titles.get(family) or self.baselines[family].title
 
     def label(self, models: dict) -> str:
         """A kit variant's layout in one line, from its profile's models."""

@@ -6,7 +6,7 @@ the repository is two generated configs and a Python model that sleeps, so that 
 
 Each request ends answered, refused (the queue-full UNAVAILABLE / 503) or never answered within --wait seconds.
 The RADAR entry, and every text and image spec's entry, is such an ensemble (perf/RELIABILITY.md, make peak).
-Whether the HTTP refusals arrive depends on the kernel's net.core.wmem_default (kit.control.reply_buffer), which
+Whether the HTTP refusals arrive depends on the kernel's net.core.wmem_default (kit.server.reply_buffer), which
 the report records: compare `sysctl -w net.core.wmem_default=212992` (the default) with 16777216.
 """
 
@@ -23,8 +23,8 @@ import numpy as np
 import tritonclient.grpc.aio as grpcaio
 import tritonclient.http.aio as httpaio
 
-from kit.control import reply_buffer
-from kit.control.runtime import ServerOptions, TritonServer
+from kit.server import reply_buffer
+from kit.server.runtime import ServerOptions, TritonServer
 from perf.probes.output import command_line, emit
 
 QUEUE = 8  # the step's max_queue_size: everything past it is refused at once

@@ -122,7 +122,7 @@ def measure_variant(setting: dict, spec: dict, model: str, concurrency: int, req
         )
     finally:
         target.stop()
-    instances = int(target.profile()["models"][model].get("instances", 1))
+    instances = int(target.placements[model].get("instances", 1))
     occupied = occupancy([r for r in traced_requests(trace, model) if r["QUEUE_START"] >= warm_end_ns], instances)
     return {
         "setting": target.label,

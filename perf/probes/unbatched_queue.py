@@ -23,7 +23,7 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as grpcaio
 
-from kit.control.runtime import ServerOptions, TritonServer
+from kit.server.runtime import ServerOptions, TritonServer
 from perf.probes.output import command_line, emit
 
 BATCHING = {

@@ -30,14 +30,14 @@ from kit.control.exports import export_dir
 from kit.control.specs import ModelSpec
 from kit.control.tasks import shipped_specs
 from kit.runners.onnx import make_session
-from kit.runners.simulated import SimulatedModel
 from perf.baselines.pixels_model import PixelsModel, graph_inputs
 from perf.engine.inputs import InputSet
 from perf.engine.limit import CORES, in_parallel
 from perf.engine.load import tensor
 from perf.engine.tables import relative_table, table
-from perf.engine.targets import variant_configs
+from perf.engine.targets import variant_models
 from perf.engine.workload import Column, Workload
+from perf.sim.device import SIM, SimulatedModel
 from perf.workloads.tensor import SpecBaselines
 
 # One request of the accuracy check: a hung server fails the check, not the run.
@@ -70,7 +70,7 @@ def reference_probabilities(
     checkpoint on the PyTorch runner on the CPU (torch is imported only there: the serve venv has none), a simulated
     device's own function, or the exported graph on ONNX Runtime."""
     if "sim_table" in runner:
-        model = SimulatedModel(SOURCE / "devices" / runner["sim_table"], runner["curve"], runner["precision"], {"probs": labels})
+        model = SimulatedModel(SIM / runner["sim_table"], runner["curve"], runner.get("precision", "fp16"), {"probs": labels})
         return f"the simulated device's function ({runner['sim_table']})", lambda image: model(graph_inputs(image))["probs"][0]
     if "torch_model" in runner:
         from kit.runners.torch import TorchModel, TorchOptions
@@ -154,7 +154,7 @@ class PixelsWorkload(SpecBaselines, Workload):
         alone and unpadded through the FP32 reference: the checkpoint on the PyTorch runner on the CPU where the kit
         serves that runner, else the ONNX graph."""
         images = inputs[spec["sweep"]["input"]].tensors[: spec["accuracy"].get("requests", 8)]
-        backbone = variant_configs(self, {}, model_dir, target.workdir / "accuracy")[self.workers]
+        backbone = variant_models(self, {}, model_dir, target.workdir / "accuracy")[self.workers].written()
         reference, probs = reference_probabilities(model_dir, parameters(backbone), backbone.output[0].dims[0])
         client = grpcclient.InferenceServerClient(target.grpc_url)
         diffs, agree = [], 0

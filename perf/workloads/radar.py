@@ -20,21 +20,32 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 
 from kit.adapters.artifacts import text_pipeline
-from kit.adapters.settings import TextSettings
-from kit.control.configs import SOURCE, parameters
+from kit.adapters.settings import TextSettings, TorchRunnerSettings
+from kit.control.configs import parameters, template
 from kit.control.profiles import load_profile
-from kit.control.tasks import canonical_config
 from kit.pipelines.text.pipeline import TextPipeline
+from perf.baselines.radar_model import TORCH_SHAPES
 from perf.engine.inputs import InputSet, bytes_tensor, input_set
 from perf.engine.load import tensor
 from perf.engine.tables import kit_time_table, sec, table
-from perf.engine.targets import variant_configs
+from perf.engine.targets import variant_models
 from perf.engine.workload import Baseline, Workload
+from perf.sim.device import SIM
 from perf.workloads import radar_limit
 from samples.texts import sample_texts
 
+# What of the PyTorch runner a kit variant may turn off, by its profile key, as its label names it.
+RUNNER_PARTS = (("batch_ladder", "ladder"), ("warm_up", "warm-up"), ("cuda_graphs", "graphs"))
 # One request of the accuracy check: a hung server fails the check, not the run.
 ACCURACY_TIMEOUT_S = 60.0
+
+
+def kit_runner(classifier: dict[str, str]) -> dict:
+    """The PyTorch runner as a kit variant's classifier runs it (its parameters): precision, device, ladder, the
+    lengths it warms, CUDA graphs."""
+    r = TorchRunnerSettings.from_parameters(classifier)
+    lengths = r.warm_lengths if r.warm_up else ()
+    return {"dtype": r.dtype, "device": r.device, "ladder": r.batch_ladder, "lengths": lengths, "graphs": r.cuda_graphs}
 
 
 def radar_inputs(out_dir: Path, spec_input: dict, pipeline: TextPipeline) -> InputSet:
@@ -57,7 +68,7 @@ def per_text(texts: str, classifier: str, entry: str, row: dict) -> list[str]:
         ms(entry["queue"], entry["requests"]),
         ms(entry["compute_infer"], entry["requests"]),
         ms(clf["queue"], clf["requests"]),
-        ms(clf["compute_infer"], clf["executions"]),
+        ms(clf.get("execution_compute_infer") or clf["compute_infer"], clf["executions"]),
         f"{clf['inferences'] / clf['executions']:.1f}",
         ms(entry["compute_input"] + entry["compute_output"] + clf["compute_input"] + clf["compute_output"], entry["requests"]),
     ]
@@ -67,8 +78,9 @@ TIME_NOTE = (
     "Triton's own counters over each run, per text request (entry = the Python model that takes the text: `radar_texts` "
     "behind the `radar` ensemble, or `radar` itself in runs from before that ensemble; its compute is that of the "
     "execution the text was in, which held the text until it was answered before the hand-off, and since then lasts "
-    "until its chunks fit the window of chunks in flight; classifier = `radar_classifier`, per execution). Stub I/O is "
-    "the Python backends' input+output copying.\n"
+    "until its chunks fit the window of chunks in flight; classifier = `radar_classifier`, per execution: from Triton's "
+    "batch statistics, or in runs from before they were read its request-level sum, which counts an execution once "
+    "per request in it). Stub I/O is the Python backends' input+output copying.\n"
 )
 
 
@@ -102,42 +114,43 @@ class Radar(Workload):
     time_note = TIME_NOTE
 
     def served(self, model_dir: Path, work: Path, setting: dict | None = None) -> tuple[dict, dict]:
-        """What a kit variant (the deployment's profile unless `setting` overrides it) serves from `model_dir`,
-        read from the configs the builder resolves: the `radar` parameters and the classifier's (its runner's)."""
-        configs = variant_configs(self, setting or {}, model_dir, work)
-        return parameters(configs[self.entry]), parameters(configs[self.workers])
+        """What a kit variant (the deployment's profile unless `setting` overrides it) serves from `model_dir`, as the
+        builder plans it: the `radar` parameters and the classifier's (its runner's)."""
+        models = variant_models(self, setting or {}, model_dir, work)
+        runner = models[self.workers]
+        defaults = runner.settings.to_parameters(defaults=True) if runner.settings is not None else {}
+        return parameters(models[self.entry].written()), defaults | parameters(runner.written())
 
     def settings(self, model_dir: Path, work: Path, setting: dict | None = None) -> TextSettings:
-        """RADAR's settings as a kit variant serves them from `model_dir` (see `served`)."""
-        return TextSettings.from_parameters(self.served(model_dir, work, setting)[0])
+        """RADAR's settings as a kit variant serves them from `model_dir`."""
+        return variant_models(self, setting or {}, model_dir, work)[self.entry].settings
 
     def graph_variant(self, setting: dict) -> dict:
         """The kit variant whose graph a baseline's or the limit's setting names (`graph`); none: the committed one."""
         return {self.workers: {"graph": setting["graph"]}} if "graph" in setting else {}
 
-    def canonical(self, model: str):
-        """A model's config before any profile: the committed source's."""
-        return canonical_config(model)
-
     def label(self, models: dict) -> str:
         """Classifier instances x threads, queue delay, batch cap, bucket count, entry instances x texts per execution
         and the classifier rounds it keeps in flight, ragged batches, graph, the table pricing merged lengths, queue
-        timeout, the classifier calls the entry keeps waiting where set."""
+        timeout, the classifier calls the entry keeps waiting where set, what of the PyTorch runner it turns off (ladder,
+        warm-up, CUDA graphs), the executions it traces."""
         clf, entry = models[self.workers], models.get(self.texts, {})
         radar = models.get(self.entry, {})
-        buckets = radar.get("parameters", {}).get("bucket_count") or parameters(self.canonical(self.entry))["bucket_count"]
-        source = self.canonical(self.texts)
-        texts = entry.get("max_batch_size") or source.max_batch_size
-        rounds = entry.get("parameters", {}).get("batches_in_flight") or parameters(source)["batches_in_flight"]
+        buckets = radar.get("parameters", {}).get("bucket_count") or radar.get("served", {}).get("bucket_count")
+        texts = entry.get("max_batch_size") or template("text/texts", self.texts).max_batch_size
+        rounds = entry.get("parameters", {}).get("batches_in_flight") or entry.get("served", {}).get("batches_in_flight")
         ragged = " ragged" if clf.get("ragged_batch") else ""
         cap = f" max-batch={clf['max_batch_size']}" if "max_batch_size" in clf else ""
         graph = f" graph={clf['graph']}" if "graph" in clf else ""
-        graph += f" merge={clf['merge']['table']}" if clf.get("merge") else ""
+        merge = clf.get("merge")
+        graph += f" merge={merge['table'] if isinstance(merge, dict) else merge}" if merge else ""
         timeout = (
             f" queue-timeout={entry['default_timeout_microseconds'] / 1e6:g}s" if "default_timeout_microseconds" in entry else ""
         )
         calls = entry.get("parameters", {}).get("call_threads")
         timeout += f" call-threads={calls}" if calls else ""
+        timeout += "".join(f" no-{name}" for key, name in RUNNER_PARTS if clf.get(key, True) in ([], False))
+        timeout += f" traced={clf['profile_executions']}" if clf.get("profile_executions") else ""
         return (
             f"{clf.get('instances', 1)}x{clf.get('threads', 1)} delay={clf.get('max_queue_delay_microseconds', 'src')}us{cap} "
             f"buckets={buckets} entry={entry.get('instances', 1)}x{texts} in-flight={rounds}{ragged}{graph}{timeout}"
@@ -161,14 +174,14 @@ class Radar(Workload):
         texts = inputs[lim["input"]].items
         if "sim_table" in clf:
             print(f"limit: the simulated device of {clf['sim_table']}, from its table", flush=True)
-            table = SOURCE / "devices" / clf["sim_table"]
-            result = radar_limit.measure_sim(table, clf["curve"], clf["precision"], pipeline, texts, lim["batch_sizes"])
+            table = SIM / clf["sim_table"]
+            result = radar_limit.measure_sim(
+                table, clf["curve"], clf.get("precision", "fp16"), pipeline, texts, lim["batch_sizes"]
+            )
         elif "torch_model" in clf:
             runner = f"{model_dir.name}/{clf['torch_model']} ({clf['dtype']}, {clf['device']})"
-            print(f"limit: the PyTorch runner on {runner}", flush=True)
-            result = radar_limit.measure_torch(
-                model_dir, pipeline, texts, lim.get("chunks"), lim["batch_sizes"], clf["dtype"], clf["device"]
-            )
+            print(f"limit: the PyTorch runner on {runner}, eager and as the kit runs it", flush=True)
+            result = radar_limit.measure_torch(model_dir, pipeline, texts, lim, kit_runner(clf))
         else:
             graph = clf["onnx_model"]
             print(f"limit: offline ONNX Runtime on {model_dir.name}/{graph}", flush=True)
@@ -190,13 +203,19 @@ class Radar(Workload):
         params, clf = self.served(model_dir, work / "kit-settings", variant | self.graph_variant(setting))
         env = {"RADAR_MODEL_DIR": str(model_dir.resolve()), "RADAR_SETTINGS": json.dumps(params)}
         if "sim_table" in clf:
-            table = str(SOURCE / "devices" / clf["sim_table"])
+            table = str(SIM / clf["sim_table"])
             env |= {"RADAR_RUNNER": "sim", "RADAR_SIM_TABLE": table, "RADAR_SIM_CURVE": clf["curve"]}
-            env["RADAR_SIM_PRECISION"] = clf["precision"]
+            env["RADAR_SIM_PRECISION"] = clf.get("precision", "fp16")
         elif "torch_model" in clf:
             env |= {"RADAR_RUNNER": "torch", "RADAR_TORCH_DTYPE": clf["dtype"], "RADAR_TORCH_DEVICE": clf["device"]}
         else:
             env["RADAR_GRAPH"] = clf["onnx_model"]
+        if setting.get("runner") == "kit":  # the kit classifier's ladder, warm-up and CUDA graphs
+            if family != "batcher" or "torch_model" not in clf:
+                raise ValueError(f"{family}: runner kit is the PyTorch runner of a design that runs one batch at a time")
+            runner = kit_runner(clf)
+            env |= {"RADAR_TORCH_GRAPHS": str(int(runner["graphs"]))}
+            env |= {name: ",".join(map(str, runner[key])) for name, key in zip(TORCH_SHAPES, ("ladder", "lengths"))}
         if family == "batcher":
             env |= {"BATCH_SIZE_MAX": str(setting["batch_size_max"]), "BATCH_TIMEOUT": str(setting["batch_timeout_ms"] / 1000)}
         return env
@@ -241,7 +260,7 @@ class Radar(Workload):
     def sections(self, results: dict, out_dir: Path) -> list[str]:
         tune = out_dir / "tune.json"
         return (
-            (limit_section(results["limit"]) if results.get("limit") else [])
+            (limit_section(results["limit"], ceiling=results["spec"]["limit"].get("ceiling")) if results.get("limit") else [])
             + self.time_section(results)
             + (tune_section(json.loads(tune.read_text())) if tune.is_file() else [])
         )
@@ -257,9 +276,10 @@ TIME_HEADERS = [
 ]
 
 
-def limit_section(lim: dict, name: str = "") -> list[str]:
+def limit_section(lim: dict, name: str = "", ceiling: dict | None = None) -> list[str]:
     """The limit's layouts and its best, and the operators ONNX Runtime ran where counted; `name`: the graph's,
-    in a run over several."""
+    in a run over several; where FLOPs per chunk were counted, the best against the spec's `ceiling` (a device's peak
+    {"tflops", "of"})."""
     levels = any("level" in r for r in lim["layouts"])
     rows = [
         [r["layout"], *([r["level"]] if levels else []), r["batch"], f"{r['chunks_per_s']:.2f}", f"{r['chunks_per_cpu_s']:.2f}"]
@@ -277,7 +297,32 @@ def limit_section(lim: dict, name: str = "") -> list[str]:
     for level, ops in lim.get("operators_run", {}).items():
         top = ", ".join(f"{op} {n}" for op, n in list(ops.items())[:8])
         out.append(f"Operators ONNX Runtime runs at level {level}: {sum(ops.values())} nodes ({top}, ...).\n")
-    return out
+    return out + (ceiling_lines(lim, ceiling) if "flops_per_chunk" in lim else [])
+
+
+def ceiling_lines(lim: dict, ceiling: dict | None) -> list[str]:
+    """The PyTorch limit's two ways side by side, the kit's warm-up in it, and the best limit in FLOP/s (arithmetic:
+    FLOPs per chunk from the model's config at the chunks' padded lengths) against a device's peak (a datasheet's)."""
+    best, flops, out = lim["best"]["chunks_per_s"], lim["flops_per_chunk"], []
+    eager = {r["batch"]: r["chunks_per_s"] for r in lim["layouts"] if r.get("way") == "eager"}
+    if eager:
+        gains = ", ".join(f"{best / rate:.2f} x eager at batch {b} ({rate:.0f} chunks/s)" for b, rate in eager.items())
+        out.append(f"The best is {gains}.")
+    if lim.get("warmup"):
+        w = lim["warmup"]
+        memory = f" ({w['graph_bytes'] / 2**20:.0f} MiB of a {w['budget_bytes'] / 2**20:.0f} MiB budget)" if w["graphs"] else ""
+        out.append(f"The kit's way warmed {w['shapes']} shapes in {w['seconds']:.1f} s, {w['graphs']} as CUDA graphs{memory}.")
+    out.append(
+        f"A chunk costs {flops / 1e9:.1f} GFLOP on average (counted, not measured: the model's config at these chunks' "
+        f"padded lengths, {lim['mean_tokens']:.0f} tokens on average), so the best limit does {best * flops / 1e12:.1f} TFLOP/s."
+    )
+    if ceiling:
+        top = ceiling["tflops"] * 1e12 / flops
+        out.append(
+            f"Against {ceiling['of']}, {ceiling['tflops']:g} TFLOP/s (a datasheet's figure), these chunks could run at "
+            f"{top:,.0f} chunks/s: the best limit is {best / top:.0%} of that ceiling."
+        )
+    return [" ".join(out), ""]
 
 
 def tune_section(tune: dict) -> list[str]:

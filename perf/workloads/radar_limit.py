@@ -7,8 +7,11 @@ network they serve (perf.workloads.radar picks it); the chunks run bucket by buc
   and N sessions x 1 thread in parallel processes (N = cores); optionally at several of ONNX Runtime's
   optimisation `levels`, each with the operators of the graph it actually runs (`operators`: where an
   offline fusion that gains nothing shows why).
-- The PyTorch runner (the gpu-embedded profile's): one process per batch size, on the device and in the
-  dtype the kit serves, in a child so that the benchmark's own process never holds a CUDA context.
+- The PyTorch runner (the gpu-embedded profile's), on the device and in the dtype the kit serves, both ways: eager,
+  each batch as it comes, and as the kit's classifier runs it (rows padded up to its ladder, every ladder size by
+  every bucket warmed first, CUDA graphs of them on a GPU); in one child process, so that the benchmark's own never
+  holds a CUDA context. With the model's config, the FLOPs a chunk costs at its padded length, to set the limit
+  against a device's peak.
 
 The best one is the ceiling.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import json
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -26,12 +30,11 @@ import onnx
 import onnxruntime as ort
 
 from kit.adapters.artifacts import graph_output
-from kit.control.configs import SOURCE
 from kit.pipelines.text.pipeline import TextPipeline
 from kit.runners.onnx import CPU, LEVELS, SERVED_LEVEL, make_session
-from kit.runners.simulated import Curve
-from perf.baselines.radar_model import Logits, onnx_logits, sim_logits, torch_logits
-from perf.engine.limit import CORES, in_parallel, timed
+from perf.baselines.radar_model import Logits, onnx_logits, sim_logits, torch_logits, torch_runner
+from perf.engine.limit import CORES, in_child, in_parallel, timed
+from perf.sim.device import SIM, Curve
 
 Rows = list[tuple[np.ndarray, np.ndarray]]
 Batch = tuple[np.ndarray, np.ndarray]
@@ -68,14 +71,6 @@ def radar_job(model: Path, rows: Rows, batch_size: int, threads: int, level: str
     logits = lambda ids, mask: session.run([output], {"input_ids": ids, "attention_mask": mask})[0]  # noqa: E731
     work = batches(rows, batch_size)
     run_all(logits, work[:1])  # warm-up
-    return functools.partial(run_all, logits, work)
-
-
-def torch_job(model_dir: Path, rows: Rows, batch_size: int, dtype: str, device: str) -> Callable[[], None]:
-    """One untimed pass over the work first: the first call of each shape selects the GPU's kernels."""
-    logits = torch_logits(model_dir, dtype, device)
-    work = batches(rows, batch_size)
-    run_all(logits, work)
     return functools.partial(run_all, logits, work)
 
 
@@ -145,36 +140,57 @@ def measure(
     return summary(rows, texts, every_row, layouts, **facts)
 
 
-def measure_torch(
-    model_dir: Path,
-    pipeline: TextPipeline,
-    texts: list[str],
-    chunks: int | None,
-    batch_sizes: list[int],
-    dtype: str,
-    device: str,
-) -> dict:
-    """Chunks/s of the PyTorch runner on the folder's checkpoint, one child process per batch size."""
+def flops_per_chunk(config: dict, lengths: list[int]) -> float:
+    """FLOPs of one chunk's forward pass (2 per multiply-add), the mean over chunks of these padded lengths, counted from
+    an encoder's config: per layer and token the four attention projections (8 h^2), the feed-forward (4 h i) and
+    attention's two products (4 h n at n tokens); embeddings, norms, softmax and the head, under 1%, left out."""
+    h, i, layers = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
+    return sum(layers * n * (8 * h * h + 4 * h * i + 4 * h * n) for n in lengths) / len(lengths)
+
+
+def torch_limits(model_dir: Path, rows: Rows, batch_sizes: list[int], runner: dict, passes: int) -> tuple[list[dict], dict]:
+    """Chunks/s of the PyTorch runner at each batch size, eager and as the kit runs it (`runner`: kit_runner's), the
+    chunks `passes` times each after one untimed pass (the first call of a shape selects the GPU's kernels); and what
+    the kit's warm-up did. Both ways share the weights."""
+    from kit.runners.torch import TorchModel, TorchOptions
+
+    kit, output, warmup = torch_runner(model_dir, **runner)
+    eager = TorchModel(kit.module, output, TorchOptions(runner["dtype"], runner["device"]))
+    graphs = f"CUDA graphs of {warmup.graphs}" if warmup and warmup.graphs else "no CUDA graphs"
+    kit_way = f"ladder to {max(runner['ladder'], default='-')}, {warmup.shapes if warmup else 0} shapes warmed, {graphs}"
+    layouts = []
+    for way, model, name in (("eager", eager, "eager"), ("kit", kit, kit_way)):
+        logits = functools.partial(lambda m, ids, mask: m({"input_ids": ids, "attention_mask": mask})[output], model)
+        for b in batch_sizes:
+            work = batches(rows, b)
+            run_all(logits, work)
+            wall, cpu = timed(functools.partial(functools.partial, run_all, logits, work * passes))
+            done = len(rows) * passes
+            layout = f"PyTorch runner, {name}, {runner['dtype']} on {runner['device']}"
+            layouts.append({"layout": layout, "way": way, "batch": b, "chunks_per_s": done / wall})
+            layouts[-1]["chunks_per_cpu_s"] = done / cpu
+            print(f"  {way} batch {b}: {done / wall:.1f} chunks/s", flush=True)
+    facts = {k: v for k, v in vars(warmup).items() if k != "costs"} if warmup else {}
+    return layouts, facts
+
+
+def measure_torch(model_dir: Path, pipeline: TextPipeline, texts: list[str], limit: dict, runner: dict) -> dict:
+    """Chunks/s of the PyTorch runner on the folder's checkpoint over the first `chunks` chunks of the spec's `limit`,
+    eager and as the kit runs it (torch_limits), and the FLOPs per chunk of these chunks."""
     every_row = chunk_rows(pipeline, texts)
-    rows, layouts = every_row[:chunks], []
-    for b in batch_sizes:
-        wall, cpu = in_parallel([functools.partial(torch_job, model_dir, rows, b, dtype, device)])
-        layouts.append(
-            {
-                "layout": f"PyTorch runner, {dtype} on {device}",
-                "batch": b,
-                "chunks_per_s": len(rows) / wall,
-                "chunks_per_cpu_s": len(rows) / cpu,
-            }
-        )
-        print(f"  batch {b}: {layouts[-1]['chunks_per_s']:.1f} chunks/s", flush=True)
-    return summary(rows, texts, every_row, layouts, runner="torch", dtype=dtype, device=device)
+    rows = every_row[: limit.get("chunks")]
+    layouts, warmup = in_child(torch_limits, model_dir, rows, limit["batch_sizes"], runner, limit.get("passes", 1))
+    config = json.loads((model_dir / "checkpoint" / "config.json").read_text())
+    lengths = [len(ids) for ids, _ in rows]
+    facts = {"flops_per_chunk": flops_per_chunk(config, lengths), "mean_tokens": sum(lengths) / len(lengths)}
+    facts |= {"runner": "torch", "dtype": runner["dtype"], "device": runner["device"], "warmup": warmup}
+    return summary(rows, texts, every_row, layouts, **facts)
 
 
 def measure_sim(
     table: Path, curve: str, precision: str, pipeline: TextPipeline, texts: list[str], batch_sizes: list[int]
 ) -> dict:
-    """Chunks/s of a simulated device (kit.runners.simulated) on every chunk, in batches bucket by bucket, and in
+    """Chunks/s of a simulated device (perf.sim.device) on every chunk, in batches bucket by bucket, and in
     batches of any lengths padded to their longest (sorted by length, as a runner that merges lengths would run
     them): the sum of its batch times from its table, nothing run."""
     every_row = chunk_rows(pipeline, texts)
@@ -202,6 +218,8 @@ def reference_logits(model_dir: Path, runner: dict[str, str]) -> tuple[str, Logi
     if "torch_model" in runner:
         return "the checkpoint in FP32 on the CPU (the PyTorch runner)", torch_logits(model_dir, "fp32", "cpu")
     if "sim_table" in runner:
-        table = SOURCE / "devices" / runner["sim_table"]
-        return f"the simulated device's function ({runner['sim_table']})", sim_logits(table, runner["curve"], runner["precision"])
+        table = SIM / runner["sim_table"]
+        return f"the simulated device's function ({runner['sim_table']})", sim_logits(
+            table, runner["curve"], runner.get("precision", "fp16")
+        )
     return "model.onnx (FP32 as exported) on ONNX Runtime", onnx_logits(model_dir / "model.onnx", CORES)

@@ -20,7 +20,7 @@ import tritonclient.grpc as grpcclient
 
 from kit.control.onnx_task import example_inputs
 from kit.control.specs import ModelSpec
-from kit.control.tasks import task_of
+from kit.control.tasks import entry_config
 from kit.runners.onnx import make_session
 from perf.engine.inputs import InputSet
 from perf.engine.limit import CORES, in_parallel
@@ -69,7 +69,7 @@ class TensorModelWorkload(SpecBaselines, Workload):
         self.specs = {spec.name: spec}
         self.door_route = spec.door_route.removeprefix("/")
         self.model_note = f"{spec.name} from {spec.path.name} (task {spec.task}: {spec.source_path.name})"
-        self.config = task_of(spec).models(spec)[spec.name].config
+        self.config = entry_config(spec)
         self.folder = spec.source_path.parent  # the report's model folder: the graph's
 
     def label(self, models: dict) -> str:

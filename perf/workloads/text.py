@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from kit.control.exports import export_dir
 from kit.control.specs import ModelSpec
-from kit.control.tasks import task_of
 from kit.control.text_task import answer_names, names
 from perf.workloads.radar import Radar
 
@@ -31,7 +30,6 @@ class TextModelWorkload(Radar):
         self.entry, self.texts, self.workers = model["entry"], model["texts"], model["classifier"]
         self.models = (self.entry, self.texts, self.workers)
         self.specs = {} if spec.shipped else {spec.name: spec}  # a shipped spec's models are in every build
-        self.generated = task_of(spec).models(spec)
         self.folder = export_dir(spec)  # the report's model folder: the export the pipeline and the graph come from
         self.door_route = spec.door_route.removeprefix("/")
         self.model_note = f"{spec.name} from {spec.path.name} (task {spec.task}: {spec.source})"
@@ -42,7 +40,3 @@ class TextModelWorkload(Radar):
             f"chunks fit the window of chunks in flight; classifier = `{self.workers}`, per execution). Stub I/O is the "
             "Python backends' input+output copying.\n"
         )
-
-    def canonical(self, model: str):
-        """The spec's generated config (kit.control.text_task), before any profile."""
-        return self.generated[model].config

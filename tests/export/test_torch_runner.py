@@ -7,6 +7,7 @@ the CPU is refused, CUDA graphs do nothing there), and docs/GPU.md lists them as
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import numpy as np
@@ -17,8 +18,9 @@ from transformers import AutoTokenizer
 
 from export import resnet, text_model
 from export.standins import make_standin
+from kit.pipelines.batching.merge import CostModel
 from kit.runners.batched import run_batched
-from kit.runners.torch import TorchModel, TorchOptions, TorchRunnerError
+from kit.runners.torch import InputSpec, TorchModel, TorchOptions, TorchRunnerError, Trace, rung, warm_shapes
 from tests.export.test_radar_export import MIXED_TEXTS
 
 
@@ -119,9 +121,67 @@ def test_fp16_on_the_cpu_is_refused_before_loading_weights(tmp_path):
 
 
 def test_cuda_graphs_do_nothing_on_the_cpu(radar_export):
-    options = TorchOptions(device="cpu", cuda_graphs=8)
+    options = TorchOptions(device="cpu", cuda_graphs=True)
     model = TorchModel.from_checkpoint(radar_export[0] / "checkpoint", ["logits"], options)
-    assert model.forward is model.module
+    assert model.graphs is None
+
+
+TOKENS = [InputSpec("input_ids", np.dtype(np.int64), (-1,)), InputSpec("attention_mask", np.dtype(np.int64), (-1,))]
+
+
+def test_the_warm_set_is_every_ladder_size_by_every_length_and_nothing_for_free_axes_without_lengths():
+    shapes = warm_shapes(TOKENS, [1, 4, 8], [16, 48])
+    assert sorted(s["input_ids"].shape for s in shapes) == [(1, 16), (1, 48), (4, 16), (4, 48), (8, 16), (8, 48)]
+    assert all(s["attention_mask"].shape == s["input_ids"].shape for s in shapes)
+    image = [InputSpec("pixel_values", np.dtype(np.float32), (3, 8, 8))]
+    assert [s["pixel_values"].shape for s in warm_shapes(image, [1, 2], [])] == [(1, 3, 8, 8), (2, 3, 8, 8)]
+    assert warm_shapes([InputSpec("pixel_values", np.dtype(np.float32), (3, -1, -1))], [1, 2], []) == []
+
+
+def test_a_laddered_runner_pads_rows_up_and_answers_each_row_as_it_would_alone(radar_export):
+    out, _ = radar_export
+    tokenizer = AutoTokenizer.from_pretrained(out / "checkpoint")
+    runs = []
+    options = TorchOptions(ladder=(1, 2, 4, 8))
+    model = TorchModel.from_checkpoint(out / "checkpoint", ["logits"], options, runs.append)
+    plain = TorchModel.from_checkpoint(out / "checkpoint", ["logits"], TorchOptions())
+    batch = encode(tokenizer, MIXED_TEXTS[:3])
+    got = model(batch)["logits"]
+    assert got.shape == (3, 2)
+    np.testing.assert_allclose(got, plain(batch)["logits"], atol=1e-5)
+    (run,) = runs
+    assert (run.rows, run.padded_rows, run.shape) == (3, 4, f"4x{batch['input_ids'].shape[1]}")
+    assert not run.warmed and not run.graph
+    assert min(run.tensors_s, run.h2d_s, run.forward_s, run.d2h_s) >= 0
+    assert rung(9, options.ladder) == 9 and rung(5, options.ladder) == 8
+
+
+def test_warming_runs_every_shape_once_counts_it_warmed_and_times_it(radar_export):
+    out, _ = radar_export
+    runs = []
+    model = TorchModel.from_checkpoint(out / "checkpoint", ["logits"], TorchOptions(ladder=(1, 2, 4)), runs.append)
+    warmup = model.warm(warm_shapes(TOKENS, [1, 2, 4], [8, 16]))
+    assert (warmup.shapes, warmup.graphs) == (6, 0)
+    assert sorted((rows, elements) for rows, elements, _ in warmup.costs) == [(r, n) for r in (1, 2, 4) for n in (8, 16)]
+    assert all(seconds > 0 for *_, seconds in warmup.costs) and not runs  # warm-up runs are not served runs
+    CostModel.fit(warmup.costs)  # what a measured merge plans with
+    ones = np.ones((3, 16), dtype=np.int64)
+    model({"input_ids": ones, "attention_mask": ones})
+    model({"input_ids": ones[:, :12], "attention_mask": ones[:, :12]})
+    assert [(r.shape, r.warmed) for r in runs] == [("4x16", True), ("4x12", False)]
+
+
+def test_a_trace_of_a_few_executions_is_written_gzipped_once_they_are_done(tmp_path, radar_export):
+    out, _ = radar_export
+    model = TorchModel.from_checkpoint(out / "checkpoint", ["logits"], TorchOptions())
+    trace = Trace(tmp_path / "traces" / "classifier.trace.json.gz", executions=2, cuda=False)
+    ones = np.ones((2, 8), dtype=np.int64)
+    model({"input_ids": ones, "attention_mask": ones})
+    assert not trace.step() and not (tmp_path / "traces").exists()
+    model({"input_ids": ones, "attention_mask": ones})
+    assert trace.step()
+    events = json.loads(gzip.decompress((tmp_path / "traces" / "classifier.trace.json.gz").read_bytes()))["traceEvents"]
+    assert any("aten::" in str(event.get("name")) for event in events)
 
 
 def test_a_missing_checkpoint_names_the_export_that_saves_one(tmp_path):
@@ -143,7 +203,8 @@ def test_no_checkpoint_removes_the_one_an_earlier_export_left(tmp_path):
     [
         (TorchOptions(device="gpu"), "is not cpu, cuda or cuda:N"),
         (TorchOptions(dtype="bf16"), "dtype 'bf16' is not one of"),
-        (TorchOptions(cuda_graphs=-1), "must be a count of shapes"),
+        (TorchOptions(graph_memory_share=0), "graph_memory_share 0 is not a share"),
+        (TorchOptions(ladder=(4, 2)), r"ladder \[4, 2\] is not rising"),
     ],
 )
 def test_options_that_cannot_run_are_refused_with_a_reason(options, message):

@@ -15,8 +15,8 @@ from kit.control.configs import REPO_ROOT
 from kit.control.exports import export_python
 from kit.control.models import main as kit_main
 from kit.control.repository import build
-from kit.control.runtime import ServerOptions, TritonServer
 from kit.control.specs import ModelSpec, read_specs
+from kit.server.runtime import ServerOptions, TritonServer
 from tests import onnx_graphs
 from tests.conftest import ARTIFACTS
 from tests.radar_reference import direct_scorer
@@ -38,6 +38,13 @@ TEXT_SCORERS = {"science_score": ("bert", ["--score-label", "science"])}
 TEXT_ENCODERS = {
     "sentences": ("bert_encoder", [], "mean", True),
     "passages": ("mpnet", ["--pooling", "cls", "--max-chars", "200"], "cls", False),
+}
+# Cross-encoders, added the same way (`--task text-ranking`): a BERT (whose graph reads token types) chunking long
+# documents at its token limit, scored by their best chunk, and a DistilBERT by 150 characters, scored by the chunks'
+# length-weighted mean. Name -> checkpoint, arguments.
+TEXT_RANKERS = {
+    "reranker": ("bert_ranker", []),
+    "passage_ranker": ("distilbert_ranker", ["--max-chars", "150", "--aggregation", "mean"]),
 }
 
 # Image classifiers, added the same way (`--task image-classification`): a ViT whose processor resizes to its size,
@@ -76,8 +83,8 @@ UNBATCHED_PIPELINES = {
 
 @pytest.fixture(scope="session")
 def checkpoints(tmp_path_factory) -> Path:
-    """The generated checkpoints' folder (tests.checkpoints): bert/, distilbert/, bert_encoder/, mpnet/, vit/,
-    convnext/ and resnet/."""
+    """The generated checkpoints' folder (tests.checkpoints): bert/, distilbert/, bert_encoder/, mpnet/, bert_ranker/,
+    distilbert_ranker/, vit/, convnext/ and resnet/."""
     root = tmp_path_factory.mktemp("checkpoints")
     subprocess.run([export_python(), "-m", "tests.checkpoints", "make", "--out", str(root)], cwd=REPO_ROOT, check=True)
     return root
@@ -96,6 +103,9 @@ def brought_models(tmp_path_factory, checkpoints) -> dict[str, ModelSpec]:
         assert kit_main([*args, "--models", str(root / "models")]) == 0
     for name, (checkpoint, options, _, _) in TEXT_ENCODERS.items():
         args = ["add", name, "--task", "feature-extraction", "--from", str(checkpoints / checkpoint), *options]
+        assert kit_main([*args, "--models", str(root / "models")]) == 0
+    for name, (checkpoint, options) in TEXT_RANKERS.items():
+        args = ["add", name, "--task", "text-ranking", "--from", str(checkpoints / checkpoint), *options]
         assert kit_main([*args, "--models", str(root / "models")]) == 0
     for name, checkpoint in IMAGE_CLASSIFIERS.items():
         args = ["add", name, "--task", "image-classification", "--from", str(checkpoints / checkpoint)]

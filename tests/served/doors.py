@@ -14,7 +14,7 @@ from pathlib import Path
 
 import urllib3
 
-from kit.control.runtime import free_port
+from kit.server.runtime import free_port
 from tests.conftest import REPO_ROOT
 from tests.served.reliability import wait_for
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,10 +16,10 @@ from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import InferenceServerException
 
 from clients.triton import is_retryable
-from kit.control.configs import SOURCE, parse_config, render_config
+from kit.control.configs import parse_config, render_config
 from kit.control.repository import build
-from kit.control.runtime import ServerOptions, TritonServer
-from kit.control.tasks import link_sources
+from kit.control.specs import ModelSpec
+from kit.server.runtime import ServerOptions, TritonServer
 from tests.conftest import ARTIFACTS, REPO_ROOT
 
 if TYPE_CHECKING:
@@ -42,20 +41,6 @@ def is_overload(outcome) -> bool:
 def scale(name: str, default: float) -> float:
     """A test size; the long make targets raise it through the environment (e.g. KIT_SOAK_SECONDS)."""
     return float(os.environ.get(f"KIT_{name}", default))
-
-
-def source_with(models: tuple[str, ...], root: Path) -> Path:
-    """The committed model sources reduced to `models` (linked, profiles filtered), so that a test
-    server loads only what it exercises."""
-    (root / "profiles").mkdir(parents=True)
-    (root / "devices").symlink_to(SOURCE / "devices")  # the simulated device's tables (the sim-h100 profile)
-    link_sources(models, root)
-    shutil.copy(SOURCE / "artifacts.json", root)
-    for profile in (SOURCE / "profiles").glob("*.json"):
-        spec = json.loads(profile.read_text())
-        spec["models"] = {name: value for name, value in spec["models"].items() if name in models}
-        (root / "profiles" / profile.name).write_text(json.dumps(spec))
-    return root
 
 
 def tiny_queue(size: int, instances: int, max_batch: int | None = None, window: int | None = None):
@@ -88,15 +73,17 @@ def own_server(
     models: tuple[str, ...] = RADAR_MODELS,
     artifacts: Path = ARTIFACTS,
     profile: str = "cpu",
+    specs: Mapping[str, ModelSpec] | None = None,
     gates: Iterable[Gate] = (),
     **options,
 ) -> Iterator[TritonServer]:
-    """A server of the test's own (free ports, the `profile`'s repository in tmp_path), for tests that overload
-    it, kill its processes, change its options or serve changed `artifacts`, so that the shared
-    session server stays clean. `gates` are written beside their targets (tests.served.gate); `patches` route
-    callers through them."""
+    """A server of the test's own (free ports, the `profile`'s repository in tmp_path, with users' `specs` where
+    given), for tests that overload it, kill its processes, change its options or serve changed `artifacts`, so that
+    the shared session server stays clean. `gates` are written beside their targets (tests.served.gate); `patches`
+    route callers through them."""
     repository = tmp_path / "repository"
-    build(profile, repository, artifacts, source=source_with(models, tmp_path / "source"))
+    specs = dict(specs or {})
+    build(profile, repository, artifacts, specs=specs, models=(*models, *specs))  # the closure of what they call
     for gate in gates:
         gate.install(repository, tmp_path / "gates" / gate.name)
     for model, change in (patches or {}).items():

@@ -9,14 +9,14 @@ import time
 import urllib3
 
 from clients.door import DoorClient
-from kit.control.runtime import free_ports
+from kit.server.runtime import free_ports
 from tests.conftest import REPO_ROOT
 
 
 def test_serve_starts_the_door_beside_triton_and_stops_both_on_ctrl_c(tmp_path, radar_artifacts):
     ports = free_ports(4)
     names = ("--http-port", "--grpc-port", "--metrics-port", "--door-port")
-    command = [sys.executable, "-m", "kit.control.serve", "--repository", str(tmp_path)]
+    command = [sys.executable, "-m", "kit.server.serve", "--repository", str(tmp_path)]
     command += [arg for name, port in zip(names, ports) for arg in (name, str(port))]
     process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     door = f"http://127.0.0.1:{ports[3]}"

@@ -20,14 +20,14 @@ import tritonclient.grpc as grpcclient
 
 from clients.radar import RadarClient
 from clients.triton import NO_RETRY, RetryPolicy
-from kit.control import healthcheck
-from kit.control.deploy import Repository
 from kit.control.repository import build
-from kit.control.runtime import ServerOptions, Supervisor, TritonServer
+from kit.server import healthcheck
+from kit.server.deploy import Repository
+from kit.server.runtime import ServerOptions, Supervisor, TritonServer
 from samples.texts import sample_texts
 from tests.conftest import ARTIFACTS
 from tests.served.doors import running_door
-from tests.served.reliability import RADAR_MODELS, Workers, own_server, save_result, source_with, wait_for
+from tests.served.reliability import RADAR_MODELS, Workers, own_server, save_result, wait_for
 
 # Enough retries to ride out a restart: several seconds on 2 cores, 23 s seen while another job
 # shared them; full jitter makes this about 35 s of retrying on average.
@@ -153,7 +153,7 @@ def test_killed_stub_is_detected_and_the_server_restarted_without_wrong_answers(
         time.sleep(2.0)
     assert_faults_handled(load)
     assert any(f"stub of {victim.instance}" in line for _, line in events), events
-    assert seen, "kit/control/healthcheck.py did not see the dead stub"
+    assert seen, "kit/server/healthcheck.py did not see the dead stub"
     assert server.dead_stubs() == [] and server.is_ready()
     assert not (os.path.exists(f"/dev/shm/{victim.shm_region}")), "the killed stub's shared memory was left behind"
     save_result(
@@ -264,7 +264,7 @@ def test_a_stub_that_dies_before_the_server_is_ready_is_found_dead(tmp_path, rad
     ready (its command line, which names its instance, cannot be read after its death), so a supervisor restarts the
     server instead of leaving that instance failing every request routed to it."""
     repository = tmp_path / "repository"
-    build("cpu", repository, ARTIFACTS, source=source_with(RADAR_MODELS, tmp_path / "source"))
+    build("cpu", repository, ARTIFACTS, models=RADAR_MODELS)
     hold = tmp_path / "hold"
     hold.touch()
     (repository / "held_load" / "1").mkdir(parents=True)

@@ -22,10 +22,11 @@ from clients.image import ImageClassifierClient
 from kit.control.configs import REPO_ROOT, parameters
 from kit.control.exports import export_python
 from kit.control.image_task import names
-from kit.control.repository import resolved
+from kit.control.repository import plan
+from perf.sim.device import SIM
 from tests.served.conftest import IMAGE_CLASSIFIERS
 from tests.served.doors import assert_problem, call
-from tests.served.text_specs import executions
+from tests.served.statistics import counted, executions
 
 # Served (the preprocessing in numpy, ONNX Runtime, batched) against the processor and PyTorch on each image alone.
 ATOL = 1e-4
@@ -107,7 +108,7 @@ def test_concurrent_images_of_different_sizes_share_the_classifiers_executions(
     sent = list(range(len(IMAGES))) * 16
     with ThreadPoolExecutor(32) as pool:
         answers = list(pool.map(lambda i: classify(server.options.grpc_url, model, IMAGES[i]), sent))
-    requests, runs = (a - b for a, b in zip(executions(grpc_client, classifier), before))
+    requests, runs = counted(grpc_client, {classifier: before}, {classifier: len(sent)})[classifier]
     assert requests == len(sent)
     assert runs < requests, f"{runs} executions for {requests} images: none carried more than one"
     for i, answer in zip(sent, answers):
@@ -167,15 +168,17 @@ def test_the_generic_client_answers_by_label_on_every_transport(protocol, server
         np.testing.assert_allclose(list(result.scores.values()), want, atol=ATOL)
 
 
-@pytest.mark.parametrize("profile", ["cpu", "gpu", "gpu-embedded", "sim-h100"])
+@pytest.mark.parametrize("profile", ["cpu", "gpu", "gpu-embedded", SIM / "sim-h100.json"])
 def test_an_image_classifier_is_placed_in_every_profile_as_resnets_backbone_is(profile, brought_models):
     """Built for each profile, the graph model runs where ResNet-50's backbone runs (the simulated device aside,
     which only a measured curve can drive) and serves the export's graph; the pixels model runs on the CPU."""
-    configs, files = resolved(profile, specs=brought_models)
+    planned = plan(profile, specs=brought_models)
+    configs = {name: model.written() for name, model in planned.items()}
+    files = {name: model.files for name, model in planned.items()}
     for model in IMAGE_CLASSIFIERS:
         own = names(brought_models[model])
         classifier, backbone = configs[own["classifier"]], configs["resnet50_backbone"]
-        if profile != "sim-h100":
+        if profile != SIM / "sim-h100.json":
             assert (classifier.backend, list(classifier.instance_group)) == (backbone.backend, list(backbone.instance_group))
         served = parameters(classifier).get("onnx_model") or parameters(classifier).get("torch_model")
         assert served is None or served in files[own["classifier"]], f"{profile}: {served} is not in the version folder"

@@ -1,7 +1,7 @@
 """A new version of `radar` is loaded, checked and switched to while 64 clients keep sending, with no request
 failed or answered wrong; a version whose export fails its golden set is rolled back with the old one still
 serving; a door in front learns of the new version without a restart; a restart of the server serves the
-version that was deployed (kit.control.deploy on a server of its own in explicit model control mode). The
+version that was deployed (kit.server.deploy on a server of its own in explicit model control mode). The
 tests run in order on one server: the rollback and the restart start from the version the first deployed."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import urllib3
 
 from clients.radar import RadarClient
 from clients.triton import NO_RETRY
-from kit.control.deploy import Repository, deploy
 from kit.control.profiles import load_profile
-from kit.control.runtime import Supervisor
+from kit.server.deploy import Repository, deploy
+from kit.server.runtime import Supervisor
 from perf.chaos.versions import linked_export, perturbed_export
 from samples.texts import sample_texts
 from tests.served.doors import running_door
@@ -116,8 +116,8 @@ def test_radar_is_updated_under_load_with_nothing_lost_and_the_door_learns_of_it
         assert repo.serving("radar") == [2] and repo.serving("radar_classifier") == [2]
         assert server.dead_stubs() == [], "the retired version's stubs were reaped, not left dead: no restart"
         assert restarts == [], "the supervisor took a stub that a load starts and ends (the config's) for a dead one"
-        models = load_profile("cpu")["models"]
-        stubs = models["radar_texts"]["instances"] + models["radar_classifier"]["instances"]
+        roles = load_profile("cpu").roles
+        stubs = roles["text-texts"]["instances"] + roles["text-graph"]["instances"]
         assert len(server.stubs) >= stubs, f"the new version's stubs are watched: radar_texts' and the classifier's {stubs}"
         # The door sees version 2 answer and checks version 2's golden set, without a restart.
         urllib3.request("POST", f"{door.url}/v1/radar", json={"text": texts[0]}, timeout=30)

@@ -262,7 +262,7 @@ def test_in_turns_the_kit_and_its_door_answer_every_round_and_each_round_measure
 SIM_TINY = {
     "description": "Checks the simulated device's tooling, not the speed.",
     "model": "artifacts/radar",
-    "profile": "sim-h100",
+    "profile": "perf/sim/sim-h100.json",
     "projection": {"cores": 16},
     "inputs": [{"name": "long", "count": 8, "min_chars": 100, "max_chars": 800, "seed": 42}],
     "window": {"warmup_s": 1, "duration_s": 2},
@@ -301,7 +301,8 @@ def sweep_spec_model(tmp_path: Path, spec: ModelSpec, limit: dict, unit: str, de
     assert perf([*args, "--work", str(tmp_path / "work"), "--override", json.dumps(short)]) == 0
     results = json.loads((tmp_path / "results.json").read_text())
     assert sorted({r["family"] for r in results["sweeps"]}) == designs
-    assert all(not r["error"] and r[f"{unit}_per_s"] > 0 for r in results["sweeps"]), results["sweeps"]
+    failed = [(r["family"], r["error"]) for r in results["sweeps"] if r["error"] or not r[f"{unit}_per_s"] > 0]
+    assert not failed, failed
     return results
 
 

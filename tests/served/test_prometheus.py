@@ -21,7 +21,7 @@ import yaml
 from clients.door import DoorClient
 from deploy.metric_names import GPU_METRICS, METRIC
 from kit.control.configs import REPO_ROOT
-from kit.control.runtime import answers_ok, free_port
+from kit.server.runtime import answers_ok, free_port
 from samples.images import document
 from samples.texts import sample_texts
 from tests.served.doors import running_door

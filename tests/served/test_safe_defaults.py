@@ -1,6 +1,6 @@
 """With an admin key (what `make serve --host 0.0.0.0` sets), the endpoints that change or reveal
 server state need the key on both protocols, inference and health stay open, and loading or
-unloading a model (explicit model control, kit.control.deploy) is done with the key alone."""
+unloading a model (explicit model control, kit.server.deploy) is done with the key alone."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
 from clients.radar import RadarClient
-from kit.control.runtime import ADMIN_HEADER, GRPC_ADMIN_HEADER
+from kit.server.runtime import ADMIN_HEADER, GRPC_ADMIN_HEADER
 from tests.served.reliability import own_server, wait_for
 
 KEY = "test-admin-key"

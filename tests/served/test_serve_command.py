@@ -6,7 +6,7 @@ import sys
 import time
 
 from clients.radar import RadarClient
-from kit.control.runtime import free_ports
+from kit.server.runtime import free_ports
 from tests.conftest import REPO_ROOT
 
 
@@ -16,7 +16,7 @@ def test_serve_answers_both_protocols_and_stops_cleanly_on_ctrl_c(tmp_path, rada
         [
             sys.executable,
             "-m",
-            "kit.control.serve",
+            "kit.server.serve",
             "--repository",
             str(tmp_path),
             "--http-port",

@@ -15,8 +15,9 @@ import pytest
 from clients.text import TextClassifierClient
 from kit.control.configs import REPO_ROOT, parameters
 from kit.control.exports import export_python
-from kit.control.repository import resolved
+from kit.control.repository import plan
 from kit.control.text_task import names
+from perf.sim.device import SIM
 from samples.texts import MULTILINGUAL, sample_texts
 from tests.served.conftest import TEXT_CLASSIFIERS, TEXT_ENCODERS, TEXT_SCORERS
 from tests.served.doors import assert_problem, call
@@ -124,18 +125,20 @@ def test_the_door_refuses_an_empty_text_with_a_clear_4xx(model, door, brought_mo
     assert "texts" in body["detail"], body
 
 
-@pytest.mark.parametrize("profile", ["cpu", "gpu", "gpu-embedded", "sim-h100"])
+@pytest.mark.parametrize("profile", ["cpu", "gpu", "gpu-embedded", SIM / "sim-h100.json"])
 def test_a_text_model_is_placed_in_every_profile_as_radar_is(profile, brought_models):
     """Built for each profile, the three models of a text spec (a classifier's or an encoder's) run where RADAR's run
     (the simulated device aside, which only RADAR's measured curve can drive), and the graph model serves the export's
     graph or checkpoint."""
-    configs, files = resolved(profile, specs=brought_models)
+    planned = plan(profile, specs=brought_models)
+    configs = {name: model.written() for name, model in planned.items()}
+    files = {name: model.files for name, model in planned.items()}
     for model in (*TEXT_CLASSIFIERS, *TEXT_ENCODERS):
         own = names(brought_models[model])
         for part, radar in (("entry", "radar"), ("texts", "radar_texts"), ("classifier", "radar_classifier")):
             config, shipped = configs[own[part]], configs[radar]
             assert (config.platform, config.max_batch_size) == (shipped.platform, shipped.max_batch_size)
-            if profile != "sim-h100":
+            if profile != SIM / "sim-h100.json":
                 assert (config.backend, list(config.instance_group)) == (shipped.backend, list(shipped.instance_group))
         classifier = parameters(configs[own["classifier"]])
         served = classifier.get("onnx_model") or classifier.get("torch_model")

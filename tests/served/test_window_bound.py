@@ -21,6 +21,7 @@ from tritonclient.utils import InferenceServerException
 from clients.radar import RadarResult, text_tensor
 from clients.triton import Endpoint
 from kit.control.configs import parse_config
+from perf.sim.device import SIM
 from samples.texts import sample_texts
 from tests.served.gate import WAIT_S, Gate
 from tests.served.reliability import is_overload, own_server, save_result, tiny_queue, wait_for
@@ -51,8 +52,8 @@ def texts_window(config) -> None:
 
 @pytest.fixture(scope="module")
 def simulated(tmp_path_factory, radar_artifacts):
-    patches = {"radar_classifier": one_chunk_per_request, "radar_texts": texts_window}
-    with own_server(tmp_path_factory.mktemp("window-bound"), patches, profile="sim-h100", gates=[GATE]) as server:
+    patches = {"radar_texts": texts_window, "radar_classifier": one_chunk_per_request}
+    with own_server(tmp_path_factory.mktemp("window-bound"), patches, profile=SIM / "sim-h100.json", gates=[GATE]) as server:
         yield server
 
 

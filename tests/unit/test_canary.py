@@ -21,7 +21,7 @@ from door.contract import ContractError, contract_from_configs
 from door.settings import DoorSettings, SettingsError
 from kit.control.canary import CanaryError, GoldenSet, Report, compare, golden_from_parameter, golden_set
 from kit.control.configs import set_parameter
-from kit.control.repository import resolved
+from tests.profiles import configs as built_configs
 from tests.unit.test_door_app import FakeUpstream, door
 
 SECTION = {"texts": ["One.", "Two."], "scores": [0.1, 0.2], "tolerance": 1e-3, "reference": "PyTorch fp32 (source model)"}
@@ -164,7 +164,7 @@ def door_with_canary(contract, scores):
 
 @pytest.fixture(scope="module")
 def contract(radar_artifacts):
-    return contract_from_configs(resolved("cpu")[0])
+    return contract_from_configs(built_configs("cpu"))
 
 
 def test_readiness_and_metrics_report_a_passing_canary(contract):
@@ -203,7 +203,7 @@ def test_without_a_golden_set_readiness_reports_no_canary(contract):
 
 
 def test_the_door_reads_the_golden_set_from_the_served_radar_config(radar_artifacts):
-    configs = resolved("cpu")[0]
+    configs = built_configs("cpu")
     assert contract_from_configs(configs).canary == golden_from_parameter(configs["radar"].parameters["canary"].string_value)
     set_parameter(configs["radar"], "canary", '{"texts": []}')
     with pytest.raises(ContractError, match="radar: the canary has no"):

@@ -20,8 +20,10 @@ import yaml
 from deploy.metric_names import DOCUMENTED, GPU_METRICS, all_referenced, referenced
 from deploy.triton import check_imports
 from kit.control.configs import REPO_ROOT, SOURCE
-from kit.control.gpu_profile import TRT_CACHE_ROOT, python_shm_bytes
-from kit.control.repository import ADAPTERS_BY_PARAMETER, model_file, profile_configs
+from kit.control.container import TRT_CACHE_ROOT, python_shm_bytes
+from kit.control.repository import plan
+from kit.control.served import adapter
+from tests.profiles import configs
 from tests.unit.test_k8s import by_kind, render
 
 COMPOSE = REPO_ROOT / "docker-compose.yml"
@@ -30,7 +32,7 @@ K8S = DEPLOY / "k8s"
 # tritonserver 2.51.0 (the embedded server, the tritonclient pinned beside it) is container 24.10.
 TRITON_RELEASE = "24.10"
 CONTAINER_PYTHON = (3, 10)  # the Python inside the 24.10 containers (Ubuntu 22.04)
-HEALTHCHECK_IN_IMAGE = "/opt/kit/kit/control/healthcheck.py"  # deploy/triton/Dockerfile copies kit/ to /opt/kit/kit
+HEALTHCHECK_IN_IMAGE = "/opt/kit/kit/server/healthcheck.py"  # deploy/triton/Dockerfile copies kit/ to /opt/kit/kit
 DISTRIBUTIONS = {"cv2": "opencv-python-headless", "PIL": "pillow"}  # import name -> package, where they differ
 
 
@@ -90,7 +92,7 @@ def test_triton_service_reserves_gpus_mounts_the_repository_and_restarts(compose
 def test_health_check_script_is_in_the_image_and_runs_on_its_python():
     dockerfile = (DEPLOY / "triton" / "Dockerfile").read_text()
     assert re.search(r"^COPY kit /opt/kit/kit$", dockerfile, re.M)
-    source = (REPO_ROOT / "kit" / "control" / "healthcheck.py").read_text()
+    source = (REPO_ROOT / "kit" / "server" / "healthcheck.py").read_text()
     ast.parse(source, feature_version=CONTAINER_PYTHON)
     imported = {a.name.split(".")[0] for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom) and n.level == 0}
@@ -98,7 +100,7 @@ def test_health_check_script_is_in_the_image_and_runs_on_its_python():
 
 
 def test_shared_memory_fits_the_python_instances_of_the_gpu_profile(compose):
-    needed = python_shm_bytes(profile_configs("gpu"))
+    needed = python_shm_bytes(configs("gpu"))
     assert size_bytes(compose["services"]["triton"]["shm_size"]) >= needed
     volumes = k8s_objects()["Deployment"]["spec"]["template"]["spec"]["volumes"]
     (dshm,) = [v for v in volumes if v["name"] == "dshm"]
@@ -142,7 +144,7 @@ def third_party_imports(files: list[Path]) -> set[str]:
 
 
 def test_container_requirements_are_exactly_what_the_python_models_import():
-    models = sorted({model_file(c) for c in profile_configs("gpu").values() if c.backend == "python"})
+    models = sorted({m.adapter for m in plan("gpu").values() if m.adapter is not None})
     third_party = third_party_imports(models + sorted(SOURCE.glob("*.py")))  # with the shipped pipeline modules
     lines = (DEPLOY / "triton" / "requirements.txt").read_text().splitlines()
     pinned = dict(line.split("==") for line in lines if line and not line.startswith("#"))
@@ -152,10 +154,9 @@ def test_container_requirements_are_exactly_what_the_python_models_import():
 
 def test_image_build_imports_what_every_model_py_imports_from_the_kit():
     dockerfile = (DEPLOY / "triton" / "Dockerfile").read_text()
-    adapters = sorted({model_file(c) for c in profile_configs("gpu").values() if c.backend == "python"} - {None})
-    adapters = [path for path in adapters if path.parent.name == "adapters"]
-    # A spec's models that no shipped model has: an image classifier's pixels, a user's pipeline.
-    adapters += [ADAPTERS_BY_PARAMETER["preprocessing"]]
+    adapters = sorted({m.adapter for m in plan("gpu").values() if m.adapter is not None})
+    # A spec's models that no shipped model has: an image classifier's pixels.
+    adapters += [adapter("image_pixels_model")]
     named = " \\\n    ".join(f"/opt/kit/kit/adapters/{path.name}" for path in adapters)
     assert f"RUN python3 /tmp/check/check_imports.py /tmp/check/model_repository {named}" in dockerfile
     checked = check_imports.check(SOURCE, adapters)
@@ -257,7 +258,7 @@ def test_door_runs_beside_triton_in_compose_and_in_the_pod(compose):
 
 def test_door_image_pins_what_the_door_imports_at_the_serve_venvs_versions():
     files = list((REPO_ROOT / "door").glob("*.py"))
-    # pytriton is imported only inside kit.control.runtime.triton_dist, which starts Triton: never in the door.
+    # pytriton is imported only inside kit.server.runtime.triton_dist, which starts Triton: never in the door.
     needed = {DOOR_IMPORTS.get(module, module) for module in third_party_imports(files) - {"door", "pytriton"}}
     lines = (REPO_ROOT / "door" / "requirements.txt").read_text().splitlines()
     pinned = dict(line.split("==") for line in lines if line and not line.startswith("#"))

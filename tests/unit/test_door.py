@@ -17,11 +17,11 @@ from door.health import stub_check
 from door.settings import DoorSettings, SettingsError, api_keys
 from door.upstream import Upstream
 from kit.adapters.settings import PipelineSettings, PixelClassifierSettings, TextSettings
-from kit.control.configs import RepositoryError, copy_config, parameters, set_parameter
-from kit.control.repository import check_door, resolved
-from kit.control.serve import door_key
-from kit.control.specs import DOOR_ANSWER, DOOR_ANSWERS, DOOR_ROUTE, DOOR_SCHEMA, TENSORS
-from kit.control.tasks import canonical_models
+from kit.control.configs import SOURCE, RepositoryError, copy_config, parameters, set_parameter
+from kit.control.specs import DOOR_ANSWER, DOOR_ANSWERS, DOOR_ROUTE, TENSORS, read_spec
+from kit.control.tasks import shipped_models
+from kit.server.serve import door_key
+from tests.profiles import configs as built_configs
 
 DOOR = Path(__file__).resolve().parents[2] / "door"
 
@@ -36,7 +36,7 @@ class Clock:
 
 @pytest.fixture(scope="module")
 def configs(radar_artifacts):
-    return resolved("cpu")[0]
+    return built_configs("cpu")
 
 
 def test_retry_after_is_the_time_to_drain_the_work_in_flight_at_the_recent_rate():
@@ -188,12 +188,12 @@ def test_an_answer_the_door_does_not_give_stops_the_build_and_the_door(configs):
     set_parameter(wrong, DOOR_ANSWER, "image-poem")
     with pytest.raises(ContractError, match="door_answer 'image-poem' is not one of"):
         contract_from_configs({"ocr": wrong})
-    with pytest.raises(RepositoryError, match="door_answer 'image-poem' is not one of"):
-        check_door("ocr", wrong)
-    schemaless = copy_config(configs["health_code"])
-    del schemaless.parameters[DOOR_SCHEMA]
-    with pytest.raises(RepositoryError, match="door_schema"):
-        check_door("health_code", schemaless)
+    spec = SOURCE / "ocr.toml"
+    with pytest.raises(RepositoryError, match="`door_answer` is 'image-poem'; it is one of"):
+        read_spec(spec, spec.read_text().replace('door_answer = "image-lines"', 'door_answer = "image-poem"'))
+    spec = SOURCE / "health_code.toml"
+    with pytest.raises(RepositoryError, match="`door_schema` goes with door_answer image-document"):
+        read_spec(spec, spec.read_text().replace('door_schema = "health_code.schema.json"', ""))
 
 
 def test_two_golden_sets_are_refused_rather_than_one_left_unchecked(configs):
@@ -205,7 +205,7 @@ def test_two_golden_sets_are_refused_rather_than_one_left_unchecked(configs):
 
 def test_the_door_names_no_model():
     """Every route comes from a served config; the door's code names none of the shipped models."""
-    shipped = canonical_models()
+    shipped = shipped_models()
     pattern = re.compile("|".join(rf"\b{re.escape(name)}\b" for name in shipped + ["health-code"]), re.IGNORECASE)
     found = [f"{path.name}: {m.group()}" for path in DOOR.glob("*.py") for m in pattern.finditer(path.read_text())]
     assert found == []

@@ -20,7 +20,7 @@ from door.contract import contract_from_configs
 from door.problems import Problem
 from door.settings import DoorSettings
 from door.upstream import Upstream
-from kit.control.repository import resolved
+from tests.profiles import configs as built_configs
 
 PROBLEM = "application/problem+json"
 
@@ -76,7 +76,7 @@ class FakeUpstream(Upstream):
 def contract(radar_artifacts):
     """The committed configs' contract without the canary's golden set: its requests would reach the fake
     upstream beside the ones these tests send (tests/unit/test_canary.py tests it)."""
-    return dataclasses.replace(contract_from_configs(resolved("cpu")[0]), canary=None)
+    return dataclasses.replace(contract_from_configs(built_configs("cpu")), canary=None)
 
 
 def door(contract, **settings):

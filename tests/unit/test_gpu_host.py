@@ -1,23 +1,27 @@
 """What the GPU host needs and cannot be checked there before a run: the carry's selection and size check, the
 runtime switches the host needs (a server tree without pytriton, the stub's library path, a commit without git),
-NVML's memory on a host that lists no process of ours, and the GPU specs on the engine (placement, budget, every
-family and goal exercised by the CPU rehearsal). `make gpu-dry-run` runs the rest on this CPU."""
+NVML's memory on a host that lists no process of ours, and the GPU specs on the engine (placement, the first call's
+time against the device's limits, what it measures, every family, step and goal exercised by the CPU rehearsal).
+`make gpu-dry-run` runs the rest on this CPU."""
 
 import os
+import re
 import zipfile
 
 import pytest
 
 from deploy.gpu_host import carry, stub_imports
-from kit.control.runtime import DIST_ENV, STUB_LIBRARY_ENV, ServerError, ServerOptions, server_command, server_env, triton_dist
+from kit.control.configs import REPO_ROOT
+from kit.server.runtime import DIST_ENV, STUB_LIBRARY_ENV, ServerError, ServerOptions, server_command, server_env, triton_dist
 from perf.engine import gpu
-from perf.engine.budget import POINT_OVERHEAD_S, REPORT_S, STOP_S, Budget
+from perf.engine.budget import POINT_OVERHEAD_S, REPORT_S, SETUP_S, STOP_S, call_s, part_s
 from perf.engine.spec import load_spec
 from perf.engine.sweep import COMMIT_ENV, source_commit
-from perf.engine.targets import variant_profile
-from perf.workloads import WORKLOADS
+from perf.engine.targets import merged, variant_profile
 from perf.workloads.pixels import RESNET
 from perf.workloads.radar import RADAR
+
+RUN_SH = REPO_ROOT / "deploy" / "gpu_host" / "run.sh"
 
 # --- carry ----------------------------------------------------------------------------------------------------
 
@@ -183,41 +187,74 @@ def part(name: str, spec: str = "gpu") -> dict:
 
 
 def test_the_gpu_run_serves_the_pytorch_runner_in_fp16_on_the_gpu_and_the_rehearsal_on_the_cpu_in_fp32():
-    for name, workload in (("radar", RADAR), ("resnet", RESNET)):
-        on_gpu = workload.for_spec(part(name))
-        runner = next(m for m, s in variant_profile(on_gpu, {})["models"].items() if s.get("runner") == "torch")
-        gpu_settings = variant_profile(on_gpu, {})["models"][runner]
+    for spec, name, workload in (("gpu", "radar", RADAR), ("gpu-resnet", "resnet", RESNET)):
+        on_gpu = workload.for_spec(part(name, spec))
+        runner = next(m for m, s in variant_profile(on_gpu, {})["roles"].items() if s.get("runner") == "torch")
+        gpu_settings = variant_profile(on_gpu, {})["roles"][runner]
         assert (gpu_settings["device"], gpu_settings["dtype"], gpu_settings["gpus"]) == ("cuda", "fp16", [0])
         assert on_gpu.deployment.on_gpu
-        rehearsal = workload.for_spec({**part(name), "placement": {"device": "cpu", "dtype": "fp32"}})
-        cpu_settings = variant_profile(rehearsal, {})["models"][runner]
+        rehearsal = workload.for_spec({**part(name, spec), "placement": {"device": "cpu", "dtype": "fp32"}})
+        cpu_settings = variant_profile(rehearsal, {})["roles"][runner]
         assert (cpu_settings["device"], cpu_settings["dtype"]) == ("cpu", "fp32") and "gpus" not in cpu_settings
         assert not rehearsal.deployment.on_gpu
 
 
-def estimate(spec: dict) -> float:
-    """What a part takes at its estimates: one start of every target at once, the limit, the accuracy check, each point."""
-    budget = Budget(None, spec.get("budget"))
-    settings = sum(len(s) for s in spec["targets"].values())
-    window = spec["window"]["warmup_s"] + spec["window"]["duration_s"] + POINT_OVERHEAD_S
-    loads = len(spec["sweep"]["concurrency"]) + sum(len(extra["concurrency"]) for extra in spec.get("extra", {}).values())
-    points = settings * loads * spec["rounds"]
-    return budget["start_s"] + ("limit" in spec) * budget["limit_s"] + budget["accuracy_s"] + points * window
+# The device tool's limits: one call runs at most 10 minutes; a session has 15 minutes of device time in all, machine
+# starts included, so the first call is given about 7 and a second one what is left.
+CALL_LIMIT_S, FIRST_CALL_S, SECOND_CALL_S = 600, 420, 300
+# After the sweep's deadline: the reports copied and the results packed.
+PACKING_S = 20
 
 
-def test_the_gpu_run_fits_one_device_call_with_the_models_generated_and_the_shutdown_reserved():
-    models_s, setup_s = 60.0, 30.0  # deploy.gpu_host.models on the host, and run.sh's unpacking before it
-    total = sum(estimate(spec) for spec in load_spec("gpu")["suite"].values())
-    assert total + models_s + setup_s <= 540 - STOP_S - REPORT_S, total
+def test_the_first_call_fits_seven_minutes_set_up_included_and_its_deadline_the_call_limit():
+    deadline_s = int(re.search(r"GPU_BUDGET_S:-(\d+)", RUN_SH.read_text()).group(1))
+    first = call_s(load_spec("gpu"))
+    assert first <= FIRST_CALL_S, f"{first:.0f} s at the estimates of perf/engine/budget.py and the spec's `budget`"
+    assert first <= deadline_s, "the run's own deadline would skip steps it has time for"
+    assert deadline_s + PACKING_S <= CALL_LIMIT_S, "a run cut at its deadline would still pass the call's limit"
+    assert call_s(load_spec("gpu-resnet")) <= SECOND_CALL_S
 
 
-def test_the_rehearsal_exercises_every_family_load_and_goal_of_the_gpu_run():
-    full, quick = load_spec("gpu")["suite"], load_spec("gpu-quick")["suite"]
-    assert full.keys() == quick.keys()
-    for name in full:
-        assert quick[name]["targets"].keys() == full[name]["targets"].keys()
-        assert quick[name]["goals"] == full[name]["goals"] and quick[name]["profile"] == full[name]["profile"]
-        assert all(len(quick[name]["targets"][f]) >= min(2, len(full[name]["targets"][f])) for f in full[name]["targets"])
-        goal_loads = {c for g in full[name]["goals"].get("versus", []) for c in g.get("clients", [])}
-        assert goal_loads <= set(quick[name]["sweep"]["concurrency"]), name
-        assert WORKLOADS[quick[name]["workload"]].name == full[name]["workload"]
+def test_an_estimate_counts_the_set_up_the_starts_the_limit_the_check_and_every_window():
+    spec = {
+        "targets": {"kit": [{}, {}], "flask": [{}]},
+        "sweep": {"input": "a", "concurrency": [64, 256]},
+        "extra": {"b": {"concurrency": [64]}},
+        "window": {"warmup_s": 10, "duration_s": 15},
+        "rounds": 2,
+        "limit": {},
+        "accuracy": {},
+        "budget": {"start_s": 40, "limit_s": 30, "accuracy_s": 12},
+    }
+    windows = 2 * 3 * 3 * (25 + POINT_OVERHEAD_S)  # rounds x settings x loads
+    assert part_s(spec) == 40 + 12 + 2 * 30 + windows + STOP_S + REPORT_S
+    assert call_s({"suite": {"a": spec, "b": spec}}) == SETUP_S + 2 * part_s(spec)
+
+
+def test_the_first_call_measures_what_the_issue_asks_at_64_and_256_clients_in_long_windows():
+    radar = part("radar")
+    assert radar["window"]["warmup_s"] >= 10 and radar["window"]["duration_s"] >= 15
+    assert radar["sweep"]["concurrency"] == [64, 256] and radar["extra"] == {}
+    targets = radar["targets"]
+    assert set(targets) == {"kit", "control", "batcher", "flask"}
+    assert targets["kit"][0]["radar_classifier"]["profile_executions"] > 0  # the trace
+    control = {"batch_ladder": [], "warm_up": False, "cuda_graphs": False, "merge": None}
+    assert targets["control"][0]["radar_classifier"] == control
+    assert targets["batcher"][0]["runner"] == "kit" and targets["flask"] == [{}]
+    assert 64 in radar["limit"]["batch_sizes"] and radar["limit"]["ceiling"]["tflops"] == 989
+    goals = radar["goals"]
+    assert [(g["share"], g["clients"]) for g in goals["limit"]] == [(0.8, [64, 256]), (0.9, [64, 256])]
+    versus = {g["over"]: g for g in goals["versus"]}
+    assert (versus["batcher"]["factor"], versus["batcher"]["p99"], versus["flask"]["factor"]) == (1.5, "below", 20)
+    assert goals["no_failures"] == {"clients": [256]} and goals["accuracy"] == {"max_abs_diff": 0.01}
+    assert goals["limit_over"] == {"way": "eager", "batch": 64, "factor": 1.5}
+
+
+def test_the_rehearsal_runs_the_first_calls_targets_loads_limit_and_goals():
+    full, quick = part("radar"), part("radar", "gpu-quick")
+    for key in ("goals", "sweep", "extra", "profile", "workload", "rounds"):
+        assert quick[key] == full[key], key
+    traced = {"kit": [{"radar_classifier": {"profile_executions": 8}}]}  # its short windows run few executions
+    assert quick["targets"] == merged(full["targets"], traced)
+    assert quick["limit"]["batch_sizes"] == full["limit"]["batch_sizes"]
+    assert list(load_spec("gpu-quick")["suite"]) == list(load_spec("gpu")["suite"])

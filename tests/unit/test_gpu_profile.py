@@ -12,25 +12,45 @@ import pytest
 from tritonclient.grpc import model_config_pb2 as mc
 
 from export.tensorrt import SetupError, parse_profile, parse_shapes
+from kit.control import container
 from kit.control.configs import REPO_ROOT, RepositoryError, parse_config, render_config
-from kit.control.gpu_profile import TRT_CACHE_ROOT, apply_gpu_profile, shape_profiles
-from kit.control.gpu_profile import main as gpu_profile_main
+from kit.control.container import TRT_CACHE_ROOT, shape_profiles
 from kit.control.profiles import load_profile
-from kit.control.repository import build, profile_configs
-from kit.control.tasks import canonical_config
+from kit.control.repository import build, plan
+from kit.control.repository import main as repository_main
+from kit.control.served import ServedModel
+from tests.profiles import canonical
 
-GPU_SETTINGS = load_profile("gpu")["models"]
-CPU_SETTINGS = load_profile("cpu")["models"]
+GPU = load_profile("gpu")
+CPU = load_profile("cpu")
 TOKENS = {point: {"input_ids": [n], "attention_mask": [n]} for point, n in (("min", 1), ("opt", 128), ("max", 512))}
 
 
 @pytest.fixture(scope="module")
-def gpu_configs():
-    return profile_configs("gpu")
+def source() -> dict[str, ServedModel]:
+    return canonical()
+
+
+@pytest.fixture(scope="module")
+def gpu_models() -> dict[str, ServedModel]:
+    return plan("gpu", specs={})
+
+
+@pytest.fixture(scope="module")
+def gpu_configs(gpu_models):
+    return {name: model.written() for name, model in gpu_models.items()}
+
+
+def settings_of(models: dict[str, ServedModel], name: str, profile=GPU) -> dict:
+    return profile.placement(models[name].role, name, models[name].config)
 
 
 def onnx_models():
-    return [m for m, c in profile_configs("cpu").items() if canonical_config(m).backend == "onnxruntime"]
+    return [name for name, model in canonical().items() if model.config.backend == "onnxruntime"]
+
+
+def placed(source: dict[str, ServedModel], name: str, settings: dict) -> mc.ModelConfig:
+    return container.place(source[name], settings).config
 
 
 def test_every_gpu_config_round_trips_through_tritons_schema(gpu_configs):
@@ -38,27 +58,29 @@ def test_every_gpu_config_round_trips_through_tritons_schema(gpu_configs):
         assert parse_config(render_config(config)) == config
 
 
-def test_gpu_configs_agree_with_cpu_on_names_tensors_max_batch_and_batching(gpu_configs):
-    cpu_configs = profile_configs("cpu")
+def test_gpu_configs_agree_with_cpu_on_names_tensors_max_batch_and_batching(gpu_models, gpu_configs, source):
+    cpu_models = plan("cpu", specs={})
+    cpu_configs = {name: model.written() for name, model in cpu_models.items()}
     assert gpu_configs.keys() == cpu_configs.keys()
     for model, gpu in gpu_configs.items():
-        cpu, source = cpu_configs[model], canonical_config(model)
+        cpu, original = cpu_configs[model], source[model].config
         for field in ("name", "output"):
             assert getattr(gpu, field) == getattr(cpu, field), (model, field)
         # A profile may cap the batch (on CPU, small executions keep single-thread instances busy).
-        for config, profile in ((gpu, GPU_SETTINGS), (cpu, CPU_SETTINGS)):
-            assert config.max_batch_size == profile.get(model, {}).get("max_batch_size", source.max_batch_size), model
+        for config, models, profile in ((gpu, gpu_models, GPU), (cpu, cpu_models, CPU)):
+            cap = settings_of(models, model, profile).get("max_batch_size", original.max_batch_size)
+            assert config.max_batch_size == cap, model
         # The CPU profile may let the ONNX runner take ragged batches (kit.runners.onnx); on GPU the
-        # native backend keeps the source's inputs.
-        assert gpu.input == source.input, model
-        for tensor, original in zip(cpu.input, source.input):
-            tensor.allow_ragged_batch = original.allow_ragged_batch
-        assert cpu.input == source.input, model
+        # native backend keeps the task's inputs.
+        assert gpu.input == original.input, model
+        for tensor, canonical_tensor in zip(cpu.input, original.input):
+            tensor.allow_ragged_batch = canonical_tensor.allow_ragged_batch
+        assert cpu.input == original.input, model
         assert gpu.HasField("dynamic_batching") == cpu.HasField("dynamic_batching")
-        assert gpu.HasField("dynamic_batching") == source.HasField("dynamic_batching")
+        assert gpu.HasField("dynamic_batching") == original.HasField("dynamic_batching")
         expected = mc.ModelDynamicBatching()
-        expected.CopyFrom(source.dynamic_batching)
-        settings = GPU_SETTINGS.get(model, {})
+        expected.CopyFrom(original.dynamic_batching)
+        settings = settings_of(gpu_models, model)
         if "max_queue_delay_microseconds" in settings:
             expected.max_queue_delay_microseconds = settings["max_queue_delay_microseconds"]
         if "preferred_batch_size" in settings:
@@ -66,13 +88,13 @@ def test_gpu_configs_agree_with_cpu_on_names_tensors_max_batch_and_batching(gpu_
         if settings.get("queue_policy") is False:
             expected.ClearField("default_queue_policy")
         assert gpu.dynamic_batching == expected
-        for key, value in source.parameters.items():
+        for key, value in source[model].config.parameters.items():  # the door's; settings follow the placement
             assert gpu.parameters[key] == value
 
 
 @pytest.mark.parametrize("model", onnx_models())
-def test_onnx_models_stay_native_with_tensorrt_on_every_listed_gpu(gpu_configs, model):
-    config, settings = gpu_configs[model], GPU_SETTINGS.get(model, {})
+def test_onnx_models_stay_native_with_tensorrt_on_every_listed_gpu(gpu_models, gpu_configs, model):
+    config, settings = gpu_configs[model], settings_of(gpu_models, model)
     assert config.backend == "onnxruntime"
     (group,) = config.instance_group
     assert group.kind == mc.ModelInstanceGroup.KIND_GPU
@@ -96,29 +118,29 @@ def test_radar_classifier_engine_covers_batch_1_to_max_and_every_token_length(gp
     assert high == {"input_ids": largest, "attention_mask": largest}
 
 
-def test_python_models_stay_on_cpu_with_their_profile_instance_counts(gpu_configs):
+def test_python_models_stay_on_cpu_with_their_profile_instance_counts(gpu_models, gpu_configs):
     python = [m for m, c in gpu_configs.items() if c.backend == "python"]
     assert "radar_texts" in python
     for model in python:
         (group,) = gpu_configs[model].instance_group
         assert group.kind == mc.ModelInstanceGroup.KIND_CPU
-        assert group.count == GPU_SETTINGS.get(model, {}).get("instances", 1)
+        assert group.count == settings_of(gpu_models, model).get("instances", 1)
 
 
-def test_a_four_gpu_host_gets_the_instances_on_every_gpu():
-    config = apply_gpu_profile(canonical_config("radar_classifier"), {"gpus": [0, 1, 2, 3], "instances": 2})
+def test_a_four_gpu_host_gets_the_instances_on_every_gpu(source):
+    config = placed(source, "radar_classifier", {"gpus": [0, 1, 2, 3], "instances": 2})
     (group,) = config.instance_group
     assert (list(group.gpus), group.count) == ([0, 1, 2, 3], 2)
 
 
-def test_tensorrt_plan_variant_serves_the_engine_with_cuda_graphs_and_one_profile_per_length_range():
+def test_tensorrt_plan_variant_serves_the_engine_with_cuda_graphs_and_one_profile_per_length_range(source):
     short, long = (
         {point: {"input_ids": [n], "attention_mask": [n]} for point, n in zip(("min", "opt", "max"), lengths)}
         for lengths in ((1, 64, 128), (129, 256, 512))
     )
     graph = {"batch_size": 32, "input": {"input_ids": {"dim": [128]}, "attention_mask": {"dim": [128]}}}
     settings = {"engine": "tensorrt_plan", "shapes": [short, long], "cuda_graphs": [graph], "gpus": [0, 1]}
-    config = apply_gpu_profile(canonical_config("radar_classifier"), settings)
+    config = placed(source, "radar_classifier", settings)
     assert (config.platform, config.backend) == ("tensorrt_plan", "tensorrt")
     assert config.default_model_filename == "model.plan"
     assert not config.optimization.execution_accelerators.gpu_execution_accelerator
@@ -141,13 +163,14 @@ def test_tensorrt_plan_variant_serves_the_engine_with_cuda_graphs_and_one_profil
         ({"engine": "tensorrt_plan"}, "needs `shapes`"),
     ],
 )
-def test_settings_that_cannot_work_are_refused_with_a_reason(settings, message):
+def test_settings_that_cannot_work_are_refused_with_a_reason(source, settings, message):
     with pytest.raises(RepositoryError, match=message):
-        apply_gpu_profile(canonical_config("radar_classifier"), settings)
+        placed(source, "radar_classifier", settings)
 
 
 def test_built_gpu_repository_has_no_model_py_for_onnx_models(tmp_path, radar_artifacts):
-    configs = build("gpu", tmp_path / "repo", radar_artifacts.parent)
+    models = build("gpu", tmp_path / "repo", radar_artifacts.parent, specs={})
+    configs = {name: model.written() for name, model in models.items()}
     for model, config in configs.items():
         folder = tmp_path / "repo" / model
         assert parse_config((folder / "config.pbtxt").read_text()) == config
@@ -161,13 +184,13 @@ def test_built_gpu_repository_has_no_model_py_for_onnx_models(tmp_path, radar_ar
     assert configs["radar"].parameters["buckets"].string_value
 
 
-def test_trt_shapes_command_prints_the_profile_export_tensorrt_builds(capsys):
-    assert gpu_profile_main(["trt-shapes", "radar_classifier"]) == 0
+def test_trt_shapes_command_prints_the_profile_export_tensorrt_builds(capsys, gpu_models):
+    assert repository_main(["trt-shapes", "radar_classifier"]) == 0
     words = capsys.readouterr().out.split()
     assert words[0] == "--profile-shapes" and len(words) % 4 == 0
     profiles = [parse_profile(*words[i + 1 : i + 4]) for i in range(0, len(words), 4)]
-    config = canonical_config("radar_classifier")
-    assert profiles == shape_profiles(config, GPU_SETTINGS["radar_classifier"])
+    config = gpu_models["radar_classifier"].config
+    assert profiles == shape_profiles(config, GPU.models["radar_classifier"])
     assert profiles[0]["input_ids"][2][0] == config.max_batch_size
 
 
@@ -181,7 +204,7 @@ def test_profile_shapes_need_min_opt_max_in_order():
 
 @pytest.mark.skipif(importlib.util.find_spec("tensorrt") is not None, reason="TensorRT is installed here")
 def test_tensorrt_export_refuses_clearly_when_tensorrt_is_missing(tmp_path, radar_artifacts, capsys):
-    assert gpu_profile_main(["trt-shapes", "radar_classifier"]) == 0
+    assert repository_main(["trt-shapes", "radar_classifier"]) == 0
     shapes = capsys.readouterr().out.split()
     out = tmp_path / "model.plan"
     run = subprocess.run(

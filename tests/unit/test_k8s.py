@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from kit.control.configs import REPO_ROOT
-from kit.control.runtime import ADMIN_APIS
+from kit.server.runtime import ADMIN_APIS
 
 K8S = REPO_ROOT / "deploy" / "k8s"
 OVERLAYS = ("gpu", "cpu")
@@ -143,6 +143,6 @@ def test_probes_are_the_kits_health_checks(overlay):
     _, objects = overlay
     triton, door = containers(objects)["triton"], containers(objects)["door"]
     assert triton["readinessProbe"]["httpGet"]["path"] == triton["startupProbe"]["httpGet"]["path"] == "/v2/health/ready"
-    assert "/opt/kit/kit/control/healthcheck.py" in triton["livenessProbe"]["exec"]["command"]
+    assert "/opt/kit/kit/server/healthcheck.py" in triton["livenessProbe"]["exec"]["command"]
     assert door["readinessProbe"]["httpGet"]["path"] == "/health/ready"
     assert door["livenessProbe"]["httpGet"]["path"] == door["startupProbe"]["httpGet"]["path"] == "/health/live"

@@ -10,9 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kit.adapters.artifacts import cost_model
-from kit.adapters.pricing import priced_cost_model
-from kit.adapters.settings import PixelClassifierSettings, SettingsError
-from kit.control.configs import SOURCE
 from kit.pipelines.batching.merge import (
     POLICIES,
     CostModel,
@@ -29,6 +26,7 @@ from kit.pipelines.batching.merge import (
 from kit.pipelines.batching.padding import pad_group, split_rows
 from kit.pipelines.errors import InputError
 from kit.pipelines.images import check_images
+from perf.sim.device import SIM, write_cost
 
 # Shaped like the measured ResNet-50 on 2 cores: a fixed cost per run and a per-image cost that
 # grows with the image (seconds; elements = 3 x side x side).
@@ -190,23 +188,14 @@ def test_images_at_the_pixel_limit_pass():
     check_images(np.zeros((2, 3, 64, 64), dtype=np.float32), max_pixels=64 * 64)
 
 
-def resnet_settings(**merge: str) -> PixelClassifierSettings:
-    return PixelClassifierSettings(
-        backbone="resnet50_backbone", merge_policy="cost", cost_model="cost.json", max_image_pixels=1 << 20, **merge
-    )
-
-
 def test_priced_by_the_h100s_launch_bound_times_mixed_image_shapes_run_as_one_batch(tmp_path):
-    (tmp_path / "h100.json").symlink_to(SOURCE / "devices" / "h100.json")
-    cost = priced_cost_model(resnet_settings(merge_table="h100.json", merge_curve="resnet50"), tmp_path)
+    """The cost file the simulated H100's profile links in place of the export's (perf/sim): ResNet-50's eager FP16
+    times there are flat in the batch, so a cost policy priced by them merges every shape."""
+    write_cost(SIM / "h100.json", "resnet50", "fp16", tmp_path / "cost.json")
+    assert (tmp_path / "cost.json").read_text() == (SIM / "h100-resnet50-cost.json").read_text(), "regenerate it"
+    cost = cost_model(tmp_path / "cost.json")
     rng = np.random.default_rng(3)
     requests = [Request((3, int(h), int(w))) for h, w in rng.integers(174, 275, size=(16, 2))]
     plan = make_planner("cost", 64, cost)(requests)
     assert len(plan) == 1 and sorted(plan[0]) == list(range(16))  # ~11 ms a batch of 1-64 in eager FP16
     assert make_planner("cost", 8, cost)(requests) != plan  # but never past the batch cap
-    assert priced_cost_model(resnet_settings(), tmp_path) is None  # no table: the export's measured cost file serves
-
-
-def test_a_table_without_its_curve_is_refused():
-    with pytest.raises(SettingsError, match="merge_table and merge_curve go together"):
-        resnet_settings(merge_table="h100.json")

@@ -11,10 +11,10 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from kit.control.configs import RepositoryError
 from kit.control.models import main as kit_main
-from kit.control.repository import profile_configs
+from kit.control.repository import servable_specs
 from kit.control.specs import SpecError, read_spec, read_specs
-from kit.control.tasks import servable_specs
 from tests import onnx_graphs
+from tests.profiles import configs
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +61,7 @@ IMAGE = 'task = "image-classification"\nsource = "../labelled"\n'
         (GOOD + "instances = 0\n", "instances", "at least one instance"),
         (GOOD + "queue_timeout_seconds = 0\n", "queue_timeout_seconds", "not positive"),
         (GOOD + 'route = "/scores"\n', "route", "/v1/my-model"),
+        (GOOD + 'route = "/v1/embeddings"\n', "route", "a route of OpenAI's API on the door"),
         ('task = "onnx"\nsource = "../fixed.onnx"\n', "max_batch_size", "no dynamic first axis"),
         (GOOD + "max_chars = 300\n", "max_chars", "is not a key of the onnx task"),
         ('task = "text-classification"\nsource = "../mlp.onnx"\n', "source", "not a checkpoint folder"),
@@ -92,7 +93,7 @@ IMAGE = 'task = "image-classification"\nsource = "../labelled"\n'
 def test_a_mistake_in_a_spec_names_the_spec_and_the_key(graphs, tmp_path, text, key, words):
     path = spec_file(graphs / tmp_path.name, "scores", text)
     with pytest.raises(SpecError) as caught:
-        profile_configs("cpu", specs=read_specs(path.parent))
+        configs("cpu", specs=read_specs(path.parent))
     message = str(caught.value)
     assert str(path) in message and f"`{key}`" in message and words in message, message
 
@@ -114,7 +115,7 @@ def test_a_spec_may_not_take_a_shipped_model_s_name(graphs, tmp_path):
     folder = graphs / tmp_path.name
     spec_file(folder, "radar", GOOD)
     with pytest.raises(RepositoryError, match="a model the kit ships"):
-        profile_configs("cpu", specs=read_specs(folder))
+        configs("cpu", specs=read_specs(folder))
     assert kit_main(["add", "resnet50", "--task", "onnx", "--from", str(graphs / "mlp.onnx"), "--models", str(folder)]) == 2
 
 
@@ -137,7 +138,7 @@ def test_kit_add_writes_only_what_differs_from_the_defaults(graphs, tmp_path):
 @pytest.mark.parametrize("profile, backend", [("cpu", "python"), ("gpu", "onnxruntime"), ("gpu-embedded", "python")])
 def test_a_spec_becomes_a_batched_model_of_every_profile(graphs, tmp_path, profile, backend):
     spec_file(graphs / tmp_path.name, "pooled", 'task = "onnx"\nsource = "../pooled.onnx"\nmax_batch_size = 16\n')
-    config = profile_configs(profile, specs=read_specs(graphs / tmp_path.name))["pooled"]
+    config = configs(profile, specs=read_specs(graphs / tmp_path.name))["pooled"]
     assert config.backend == backend and config.max_batch_size == 16
     assert [(t.name, mc.DataType.Name(t.data_type), list(t.dims)) for t in config.input] == [
         ("ids", "TYPE_INT64", [-1]),
@@ -154,7 +155,7 @@ def test_a_server_leaves_out_a_bad_spec_and_serves_the_others(graphs, tmp_path):
     folder = graphs / tmp_path.name
     spec_file(folder, "good", GOOD)
     spec_file(folder, "bad", 'task = "onnx"\nsource = "../fixed.onnx"\n')
-    specs, refused = servable_specs(folder)
+    specs, refused = servable_specs(folder, "cpu")
     assert list(specs) == ["good"]
     assert len(refused) == 1 and "bad.toml" in refused[0] and "`max_batch_size`" in refused[0]
 
@@ -201,6 +202,7 @@ def test_kit_list_shows_the_kits_own_specs_beside_the_users(graphs, tmp_path, ca
     spec_file(folder, "scores", GOOD)
     assert kit_main(["list", "--models", str(folder)]) == 0
     lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
-    assert "text-classification" in lines["radar"] and "TEXT -> SCORE, CHUNK_SCORES, CHUNK_SPANS  /v1/radar" in lines["radar"]
+    assert "text-classification" in lines["radar"]
+    assert "TEXT -> SCORE, CHUNK_SCORES, CHUNK_SPANS, TOKENS  /v1/radar" in lines["radar"]
     assert lines["radar"].endswith("(shipped)") and not lines["scores"].endswith("(shipped)")
     assert "image-classification" in lines["resnet50"] and "INPUT -> PROBS  /v1/resnet50  (shipped)" in lines["resnet50"]

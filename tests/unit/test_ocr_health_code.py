@@ -10,9 +10,9 @@ from PIL import Image
 
 from kit.control.configs import parameters
 from kit.control.specs import DOOR_SCHEMA
-from kit.control.tasks import canonical_config
 from ocr.health_code import code_color, find_datetime, find_name, find_qr, find_status, read_health_code
 from samples.images import COLORS, qr_image
+from tests.profiles import canonical
 
 
 def on_page(qr: Image.Image, jpeg: bool = False) -> np.ndarray:
@@ -81,7 +81,7 @@ def test_the_status_line_is_the_first_that_names_a_code_state():
 @pytest.mark.parametrize("rgb", [COLORS["green"][0], (0, 0, 0), None])
 def test_the_document_fits_the_json_schema_its_config_gives_the_door(rgb):
     """The door's OpenAPI document states the committed `door_schema`, so every document the reader writes fits it."""
-    schema = json.loads(parameters(canonical_config("health_code"))[DOOR_SCHEMA])
+    schema = json.loads(parameters(canonical()["health_code"].config)[DOOR_SCHEMA])
     image = on_page(qr_image("payload", rgb)) if rgb else np.full((400, 300, 3), 250, np.uint8)
     texts = ["健康码", "姓名：张*三", "2022-05-01 10:00:00", "未见异常"]
     jsonschema.validate(read_health_code(image, find_qr(image), texts), schema)

@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 
-from kit.control.tasks import canonical_config
 from ocr.recognize import (
     MIN_REC_WIDTH,
     apply_angles,
@@ -14,6 +13,7 @@ from ocr.recognize import (
     rec_groups,
     rec_width,
 )
+from tests.profiles import canonical
 
 CHARS = ["blank", "a", "b", "c", " "]
 BUCKETS = (320, 448, 576, 768, 1280)
@@ -38,8 +38,7 @@ def test_a_crop_runs_at_the_smallest_bucket_that_holds_it(width, expected):
 
 
 def test_configured_buckets_start_at_the_recognisers_minimum_width():
-    params = canonical_config("ocr").parameters
-    buckets = [int(b) for b in params["rec_buckets"].string_value.split(",")]
+    buckets = [int(b) for b in dict(canonical()["ocr"].settings.module)["rec_buckets"].split(",")]
     assert buckets == sorted(buckets) and buckets[0] == MIN_REC_WIDTH and all(b % 32 == 0 for b in buckets)
 
 

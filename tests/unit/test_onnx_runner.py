@@ -8,9 +8,10 @@ import pytest
 from kit.adapters.runner import RunnerModel, padded
 from kit.adapters.settings import OnnxRunnerSettings
 from kit.control.configs import SOURCE
-from kit.pipelines.batching.merge import Request
+from kit.pipelines.batching.merge import CostModel, Request
 from kit.runners.batched import group_by_shape, run_batched
 from kit.runners.onnx import OnnxModel
+from perf.sim.device import SIM, Curve
 
 
 @pytest.fixture(scope="module")
@@ -76,11 +77,10 @@ def runner_args(tmp_path, merge: dict[str, str]) -> tuple[dict, OnnxRunnerSettin
 def test_priced_by_a_launch_bound_gpu_the_runner_runs_every_length_together_and_without_a_price_apart(tmp_path):
     requests = [Request((length,), 16) for length in (24, 48, 72, 104)]
     priced = RunnerModel()
-    args, settings = runner_args(tmp_path / "priced", {"merge_table": "h100.json", "merge_curve": "radar"})
-    priced.plan_runs(args, settings, tmp_path / "priced" / "1")
+    args, _ = runner_args(tmp_path / "priced", {})
+    priced.plan_runs(args, CostModel.fit(Curve.from_file(SIM / "h100.json", "radar", "fp16").samples()))
     assert priced.planner(requests) == [[0, 1, 2, 3]]  # H100 FP16: ~17 ms a batch of up to 64, whatever its length
     assert priced.planner(requests + [Request((72,), 8)]) != [[0, 1, 2, 3, 4]]  # 72 rows: over max_batch_size
     plain = RunnerModel()
-    args, settings = runner_args(tmp_path / "plain", {})
-    plain.plan_runs(args, settings, tmp_path / "plain" / "1")
+    plain.plan_runs(*runner_args(tmp_path / "plain", {})[:1], None)
     assert plain.planner is None

@@ -11,10 +11,12 @@ from perf.engine.load import Window
 from perf.engine.perf_analyzer import Load
 from perf.engine.report import collapsed
 from perf.engine.spec import load_spec
+from perf.engine.tables import held_by, runner_figures
 from perf.engine.targets import variant_profile
 from perf.engine.verdicts import judge
 from perf.workloads.pixels import RESNET
 from perf.workloads.radar import RADAR
+from perf.workloads.radar_limit import flops_per_chunk
 
 # --- budget ---------------------------------------------------------------------------------------------------
 
@@ -89,6 +91,66 @@ def test_each_family_counts_at_its_best_setting_and_a_factor_and_p99_are_judged(
     assert v["kit (Triton) >= 1.2 x FastAPI + asyncio batcher at 64 clients"].met
     assert not v["kit (Triton) >= 1.2 x FastAPI + asyncio batcher at 256 clients"].met  # p99 300 > 250
     assert v["zero failed requests at 256 clients, Flask"].met
+
+
+def runner_row(family="kit", clients=64, rate=500.0, forward_s=0.8, busy_s=0.9):
+    """A kit point with its runner's counters over a 1 s window: 10 executions of 2 runs, 12 chunks each (2 padding)."""
+    metrics = {
+        f'kit_runner_stage_seconds_{kind}{{model="radar_classifier",stage="{stage}"}}': value
+        for stage, seconds in (("tensors", 0.01), ("h2d", 0.02), ("forward", forward_s), ("d2h", 0.01))
+        for kind, value in (("sum", seconds), ("count", 20))
+    }
+    metrics |= {
+        'kit_runner_runs_total{graph="true",model="radar_classifier",shape="8x72",warmed="true"}': 16,
+        'kit_runner_runs_total{graph="false",model="radar_classifier",shape="3x72",warmed="false"}': 4,
+        'kit_runner_rows_total{model="radar_classifier",rows="asked"}': 120,
+        'kit_runner_rows_total{model="radar_classifier",rows="padding"}': 20,
+    }
+    triton = {"radar_classifier": {"executions": 10, "execution_compute_infer": busy_s * 1e9}}
+    return row(family, clients, rate, metrics=metrics, triton=triton, wall_s=1.0, workers=1)
+
+
+def test_a_kit_points_runner_figures_split_its_executions_and_name_what_holds_it():
+    f = runner_figures(runner_row(), "radar_classifier")
+    assert (f["runs_per_execution"], f["rows_per_execution"]) == (2.0, 12.0)
+    assert f["padding"] == pytest.approx(20 / 140) and f["from_graphs"] == pytest.approx(0.8)
+    assert f["unwarmed"] == {"3x72": 4} and f["stage_ms"]["forward"] == pytest.approx(40.0)
+    assert f["time"] == pytest.approx(
+        {"waiting for work": 0.1, "the forward pass": 0.8, "tensors and copies": 0.04, "the stub around the runner": 0.06}
+    )
+    assert held_by(f).startswith("held by the forward pass (80% of the runner's time)")
+    idle = runner_figures(runner_row(forward_s=0.2, busy_s=0.3), "radar_classifier")
+    assert held_by(idle).startswith("held by waiting for work (70%")
+    assert runner_figures(row("kit", 64, 500), "radar_classifier") is None  # a runner without these metrics
+
+
+def test_a_missed_target_names_what_holds_the_kit_and_the_control_is_judged_apart():
+    sweeps = [runner_row(rate=500.0), runner_row("control", rate=900.0), row("batcher", 64, 600.0, p99=2000)]
+    goals = {"limit": {"share": 0.8, "clients": [64]}, "versus": [{"over": "batcher", "factor": 1.5, "clients": [64]}]}
+    v = by_target(judge(RADAR, results(sweeps, goals, limit=1000.0)))
+    assert v["64 clients, kit >= 0.8 x limit"].detail.startswith("0.50 x; held by the forward pass")
+    assert "held by the forward pass" in v["kit (Triton) >= 1.5 x FastAPI + asyncio batcher at 64 clients"].detail
+
+
+def test_the_best_limit_is_judged_against_the_layout_the_goal_names():
+    layouts = [
+        {"layout": "eager", "way": "eager", "batch": 64, "chunks_per_s": 4000.0},
+        {"layout": "eager", "way": "eager", "batch": 128, "chunks_per_s": 5000.0},
+        {"layout": "graphs", "way": "kit", "batch": 128, "chunks_per_s": 7000.0},
+    ]
+    run = results([], {"limit_over": {"way": "eager", "batch": 64, "factor": 1.5}})
+    run["limit"] = {"layouts": layouts, "best": layouts[2]}
+    (verdict,) = judge(RADAR, run)
+    assert verdict.met and verdict.detail.startswith("1.75 x (graphs at batch 128: 7000 vs 4000 chunks/s)")
+    (missing,) = judge(RADAR, results([], {"limit_over": {"way": "eager", "batch": 32, "factor": 1.5}}))
+    assert not missing.met
+
+
+def test_roberta_large_costs_about_44_gflop_a_chunk_at_72_tokens():
+    config = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24}
+    assert flops_per_chunk(config, [72]) == pytest.approx(44.0e9, rel=0.01)
+    mean = (flops_per_chunk(config, [48]) + flops_per_chunk(config, [104])) / 2
+    assert flops_per_chunk(config, [48, 104]) == pytest.approx(mean)  # the mean over the chunks' padded lengths
 
 
 def test_what_was_not_measured_or_failed_is_never_met():
@@ -179,9 +241,12 @@ def test_a_spec_extends_another_key_by_key_and_a_suite_names_its_parts(tmp_path)
     child = load_spec(str(tmp_path / "child.json"))
     assert child["window"] == {"warmup_s": 1, "duration_s": 5} and child["model"] == "m"
     suite = load_spec("gpu-quick")
-    assert list(suite["suite"]) == ["radar", "resnet"] and suite["suite"]["radar"]["path"].endswith("gpu-quick.json#radar")
-    short = load_spec("gpu-short")  # `"resnet": null` leaves out the part it would extend
-    assert list(short["suite"]) == ["radar"] and short["suite"]["radar"]["goals"] == load_spec("gpu")["suite"]["radar"]["goals"]
+    assert list(suite["suite"]) == ["radar"] and suite["suite"]["radar"]["path"].endswith("gpu-quick.json#radar")
+    both = {"suite": {"radar": {"extends": "quick"}, "resnet": {"extends": "resnet-quick"}}}
+    (tmp_path / "both.json").write_text(json.dumps(both))
+    (tmp_path / "one.json").write_text(json.dumps({"extends": str(tmp_path / "both.json"), "suite": {"resnet": None}}))
+    one = load_spec(str(tmp_path / "one.json"))  # `"resnet": null` leaves out the part it would extend
+    assert list(one["suite"]) == ["radar"] and one["suite"]["radar"]["sweep"] == load_spec("quick")["sweep"]
 
 
 @pytest.mark.parametrize(

@@ -13,17 +13,17 @@ from kit.adapters.artifacts import text_pipeline
 from kit.adapters.settings import TextSettings
 from kit.control.configs import parameters
 from kit.control.profiles import load_profile
-from kit.control.repository import resolved
 from perf.engine.sweep import check_distinct
 from perf.engine.targets import make_target
 from perf.workloads.radar import RADAR
 from perf.workloads.radar_limit import chunk_rows
 from samples.texts import sample_texts
+from tests.profiles import configs
 
 
 def test_settings_are_the_built_configs_and_a_variant_can_override_the_bucket_count(radar_artifacts: Path, tmp_path):
-    configs, _ = resolved("cpu")
-    assert RADAR.settings(radar_artifacts, tmp_path / "cpu") == TextSettings.from_parameters(parameters(configs["radar"]))
+    built = configs("cpu")
+    assert RADAR.settings(radar_artifacts, tmp_path / "cpu") == TextSettings.from_parameters(parameters(built["radar"]))
     three = RADAR.settings(radar_artifacts, tmp_path / "three", {"radar": {"parameters": {"bucket_count": "3"}}})
     assert three.bucket_count == 3 and len(three.buckets) <= 3
 
@@ -36,22 +36,22 @@ def test_baselines_get_the_kits_settings(radar_artifacts: Path, tmp_path):
     assert TextSettings.from_parameters(json.loads(pinned.environment()["RADAR_SETTINGS"])).bucket_count == 3
 
 
-def test_kit_label_names_the_bucket_count_and_queue_timeout_it_serves_with(tmp_path):
+def test_kit_label_names_the_bucket_count_and_queue_timeout_it_serves_with(radar_artifacts: Path, tmp_path):
     variant = {"radar": {"parameters": {"bucket_count": "16"}}, "radar_texts": {"default_timeout_microseconds": 600_000_000}}
-    assert "buckets=16" in make_target(RADAR, "kit", variant, tmp_path, tmp_path).label
-    assert make_target(RADAR, "kit", variant, tmp_path, tmp_path).label.endswith(" queue-timeout=600s")
-    committed = load_profile("cpu")["models"]["radar"]["parameters"]["bucket_count"]
-    assert f"buckets={committed} " in make_target(RADAR, "kit", {}, tmp_path, tmp_path).label
+    assert "buckets=16" in make_target(RADAR, "kit", variant, radar_artifacts, tmp_path).label
+    assert make_target(RADAR, "kit", variant, radar_artifacts, tmp_path).label.endswith(" queue-timeout=600s")
+    committed = load_profile("cpu").roles["text-entry"]["parameters"]["bucket_count"]
+    assert f"buckets={committed} " in make_target(RADAR, "kit", {}, radar_artifacts, tmp_path).label
 
 
-def test_settings_that_serve_the_same_layout_are_refused_before_anything_starts(tmp_path):
+def test_settings_that_serve_the_same_layout_are_refused_before_anything_starts(radar_artifacts: Path, tmp_path):
     same = [
-        (None, make_target(RADAR, "kit", setting, tmp_path, tmp_path))
+        (None, make_target(RADAR, "kit", setting, radar_artifacts, tmp_path))
         for setting in ({}, {"radar_classifier": {"preferred_batch_size": [4]}})
     ]
     with pytest.raises(ValueError, match="same layout"):
         check_distinct(same)
-    unqueued = make_target(RADAR, "kit", {"radar_classifier": {"queue_policy": False}}, tmp_path, tmp_path)
+    unqueued = make_target(RADAR, "kit", {"radar_classifier": {"queue_policy": False}}, radar_artifacts, tmp_path)
     assert unqueued.label.endswith(" no-queue-policy")
     check_distinct([same[0], (None, unqueued)])
 

@@ -10,7 +10,7 @@ from kit.control.configs import parameters
 from perf.baselines.radar_model import logits_from_env
 from perf.engine.report import render
 from perf.engine.spec import graph_runs, load_spec
-from perf.engine.targets import make_target, variant_configs
+from perf.engine.targets import make_target, variant_models
 from perf.engine.verdicts import judge
 from perf.workloads.radar_precision import RADAR_PRECISION
 
@@ -37,15 +37,15 @@ def test_kit_baseline_and_limit_of_each_graph_run_that_graphs_file(spec_name, gr
     for name, run in runs:
         graph, work = spec["graphs"][name], tmp_path / name
         kit = make_target(RADAR_PRECISION, "kit", run["targets"]["kit"][0], graphs_folder, work)
-        served = parameters(variant_configs(RADAR_PRECISION, kit.setting, graphs_folder, work / "kit")["radar_classifier"])
+        served = parameters(
+            variant_models(RADAR_PRECISION, kit.setting, graphs_folder, work / "kit")["radar_classifier"].written()
+        )
         baseline = make_target(RADAR_PRECISION, "uvicorn", run["targets"]["uvicorn"][0], graphs_folder, work)
         limit = RADAR_PRECISION.served(graphs_folder, work / "limit", RADAR_PRECISION.graph_variant(run["limit"]))[1][
             "onnx_model"
         ]
         assert served["onnx_model"] == baseline.environment()["RADAR_GRAPH"] == limit == graph
-        assert (
-            kit.profile()["models"]["radar_texts"]["default_timeout_microseconds"] == 600_000_000
-        )  # the spec's own settings stay
+        assert kit.placements["radar_texts"]["default_timeout_microseconds"] == 600_000_000  # the spec's own settings stay
         assert baseline.workers == 2
 
 

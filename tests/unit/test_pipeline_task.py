@@ -14,10 +14,9 @@ import pytest
 
 from kit.adapters.custom_pipeline import answer_many, in_process_networks, load_definition
 from kit.control.configs import REPO_ROOT, RepositoryError, parameters
-from kit.control.derived import derived_parameters
 from kit.control.models import main as kit_main
-from kit.control.pipeline_task import pipeline_files, ready_pipeline, with_network_specs
-from kit.control.repository import profile_configs
+from kit.control.pipeline_task import ready_pipeline, with_network_specs
+from kit.control.repository import plan
 from kit.control.specs import read_specs
 from kit.pipelines.custom import Networks, answer
 from kit.pipelines.errors import InputError
@@ -104,11 +103,13 @@ def test_an_unbatched_pipeline_answers_each_request_whole_with_the_specs_setting
     assert add_peaks(peaks, "threshold=2.0") == 0, capsys.readouterr().err
     spec = read_specs(peaks / "models")["peaks"]
     assert dict(spec.parameters) == {"threshold": "2.0"}
-    entry = profile_configs("cpu", specs={"peaks": spec})["peaks"]
+    planned = plan("cpu", specs={"peaks": spec})["peaks"]
+    entry = planned.written()
     assert entry.max_batch_size == 0 and parameters(entry)["threshold"] == "2.0"
     assert int(parameters(entry)["requests_in_flight"]) > 1, "concurrent requests' network calls must meet"
     assert not entry.HasField("dynamic_batching"), "an unbatched entry has no batcher (docs/RELIABILITY.md)"
-    assert pipeline_files(spec)["peaks"] == {"pipeline.py": peaks / "peaks.py", "weights.txt": peaks / "weights.txt"}
+    graph = {"scorer.onnx": peaks / "scorer.onnx"}  # linked too, for a profile that runs it in the entry's process
+    assert planned.files == {"pipeline.py": peaks / "peaks.py", "weights.txt": peaks / "weights.txt"} | graph
     pipeline = ready_pipeline(spec)
     networks = in_process_networks(pipeline, peaks)
     signals = [np.array([0, 3, 0, 2.5, 9], np.float32), np.array([1, 1], np.float32), np.array([5, 0, 0, 7], np.float32)]
@@ -175,7 +176,7 @@ def test_a_network_call_of_more_rows_than_it_takes_goes_in_parts():
 @pytest.mark.parametrize("profile, backend", [("cpu", "python"), ("gpu", "onnxruntime"), ("gpu-embedded", "python")])
 def test_a_pipeline_spec_becomes_an_entry_and_a_batched_model_per_network_in_every_profile(folder, profile, backend):
     assert add(folder / "tabular.py", folder / "models", "--max-batch-size", "8") == 0
-    configs = profile_configs(profile, specs=read_specs(folder / "models"))
+    configs = {name: model.written() for name, model in plan(profile, specs=read_specs(folder / "models")).items()}
     entry, network = configs["tabular"], configs["tabular_scorer"]
     assert entry.backend == "python" and entry.max_batch_size == 8
     assert all(group.kind == group.KIND_CPU for group in entry.instance_group)
@@ -231,27 +232,26 @@ def sharing(folder) -> Path:
 
 @pytest.mark.parametrize("profile", ["cpu", "gpu", "gpu-embedded"])
 def test_a_network_mapped_to_another_spec_s_model_is_that_model(sharing, profile):
-    configs = profile_configs(profile, specs=read_specs(sharing))
-    assert "ledger_scorer" not in configs and "audit_scorer" not in configs
-    assert {"tabular_scorer", "scorer"} <= set(configs)
+    models = plan(profile, specs=read_specs(sharing))
+    assert "ledger_scorer" not in models and "audit_scorer" not in models
+    assert {"tabular_scorer", "scorer"} <= set(models)
     for entry, model in (("ledger", "tabular_scorer"), ("audit", "scorer"), ("tabular", "tabular_scorer")):
-        assert json.loads(parameters(configs[entry])["networks"])["scorer"]["model"] == model
-        rows = json.loads(derived_parameters(configs[entry], configs, {})["network_rows"])
-        assert rows == {"scorer": configs[model].max_batch_size}, (entry, rows)
+        assert json.loads(models[entry].settings.networks)["scorer"]["model"] == model
+        rows = json.loads(models[entry].settings.network_rows)
+        assert rows == {"scorer": models[model].config.max_batch_size}, (entry, rows)
+        assert models[entry].calls == (model,)
 
 
 def test_a_network_model_missing_from_the_build_is_refused_by_name(sharing):
     specs = read_specs(sharing)
-    configs = profile_configs("cpu", specs={name: specs[name] for name in ("audit", "scorer")})
-    del configs["scorer"]
-    with pytest.raises(RepositoryError, match="audit: its network scorer is the model 'scorer', which is not in the"):
-        derived_parameters(configs["audit"], configs, {})
+    with pytest.raises(RepositoryError, match="audit: it calls 'scorer', which is not in the repository; build the spec"):
+        plan("cpu", specs={"audit": specs["audit"]})
 
 
 @pytest.mark.parametrize(
     "option, words",
     [
-        ("scorer=nowhere", "`networks` maps scorer to 'nowhere', which is neither a committed model nor one a spec"),
+        ("scorer=nowhere", "`networks` maps scorer to 'nowhere', which no spec beside it serves from a graph of its own"),
         ("scorer=pooler", "`networks` maps scorer to 'pooler', whose tensors"),
         ("ranker=scorer", "`networks` names 'ranker', which the module's NETWORKS lacks"),
     ],

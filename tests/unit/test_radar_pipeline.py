@@ -85,6 +85,8 @@ def test_many_texts_planned_together_answer_as_each_planned_alone_in_fewer_fulle
         assert result.spans.tolist() == expected.spans.tolist()
         np.testing.assert_allclose(result.chunk_scores, expected.chunk_scores, atol=1e-6)
         assert result.score == pytest.approx(expected.score, abs=1e-6)
+        chunk_tokens = [len(pipeline.tokenizer.encode(text[start:end]).ids) for start, end in plan.spans]
+        assert result.tokens == expected.tokens == sum(chunk_tokens)  # what an API bills: every chunk's tokens
     assert sorted(i for g in together.groups for i in g.indices) == list(range(len(together.owners)))
     assert all(len(g.indices) <= 4 for g in together.groups)
     assert len(together.groups) < alone_requests  # chunks of different texts share requests

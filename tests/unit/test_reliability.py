@@ -4,6 +4,7 @@ the clients' retry rule, the admin-key defaults of `make serve`, the supervisor'
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -11,20 +12,20 @@ from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import InferenceServerException
 
 from clients.triton import RetryPolicy, call_with_retry, call_with_retry_async, is_retryable
-from kit.control import reply_buffer
 from kit.control.configs import RepositoryError, parameters
-from kit.control.healthcheck import dead_stubs
-from kit.control.profiles import load_profile
-from kit.control.repository import profile_configs, resolved
-from kit.control.runtime import ADMIN_APIS, ServerError, Supervisor, restricted_api_args
-from kit.control.serve import ADMIN_KEY_ENV, admin_key
-from kit.control.tasks import canonical_config, canonical_models
+from kit.control.tasks import shipped_models
+from kit.server import reply_buffer
+from kit.server.healthcheck import dead_stubs
+from kit.server.runtime import ADMIN_APIS, ServerError, Supervisor, restricted_api_args
+from kit.server.serve import ADMIN_KEY_ENV, admin_key
+from perf.sim.device import SIM
+from tests.profiles import canonical, configs, variant
 
 
-@pytest.mark.parametrize("model", canonical_models())
+@pytest.mark.parametrize("model", shipped_models())
 def test_every_batched_model_has_a_bounded_rejecting_queue(model):
-    """Applies to every model in model_repository/, including ones added later."""
-    config = canonical_config(model)
+    """Applies to every model the kit ships, including ones added later."""
+    config = canonical()[model].config
     if config.max_batch_size == 0 and not config.HasField("dynamic_batching"):
         pytest.skip(f"{model} does not batch")
     policy = config.dynamic_batching.default_queue_policy
@@ -35,26 +36,26 @@ def test_every_batched_model_has_a_bounded_rejecting_queue(model):
 
 def test_radar_entry_bounds_its_queue_too():
     """The `radar` ensemble has no queue of its own: the model of its step, which holds the texts, bounds it."""
-    (step,) = canonical_config("radar").ensemble_scheduling.step
-    assert canonical_config(step.model_name).dynamic_batching.default_queue_policy.max_queue_size > 0
+    (step,) = canonical()["radar"].config.ensemble_scheduling.step
+    assert canonical()[step.model_name].config.dynamic_batching.default_queue_policy.max_queue_size > 0
 
 
-@pytest.mark.parametrize("profile", ["cpu", "gpu", "gpu-embedded", "sim-h100"])
+@pytest.mark.parametrize("profile", ["cpu", "gpu", "gpu-embedded", SIM / "sim-h100.json"])
 def test_a_network_without_a_queue_policy_is_bounded_by_its_caller(profile):
     """The GPU profiles take the policy of radar_classifier and resnet50_backbone away (it stops Triton's batcher from
     gathering the next batch while the device runs one); their only callers keep them bounded: radar_texts by a
     window of chunks, resnet50 by awaiting its calls within each execution, each with a bounded queue of its own."""
-    configs = profile_configs(profile)
+    built = configs(profile)
     unbounded = {
         name
-        for name, c in configs.items()
+        for name, c in built.items()
         if c.HasField("dynamic_batching") and not c.dynamic_batching.default_queue_policy.max_queue_size
     }
     assert unbounded == (set() if profile == "cpu" else {"radar_classifier", "resnet50_backbone"})
-    assert int(parameters(configs["radar_texts"])["batches_in_flight"]) > 0
-    assert parameters(configs["resnet50"])["backbone"] == "resnet50_backbone"
+    assert int(parameters(built["radar_texts"])["batches_in_flight"]) > 0
+    assert parameters(built["resnet50"])["backbone"] == "resnet50_backbone"
     for caller in ("radar_texts", "resnet50"):
-        assert 0 < configs[caller].dynamic_batching.default_queue_policy.max_queue_size <= 4096
+        assert 0 < built[caller].dynamic_batching.default_queue_policy.max_queue_size <= 4096
 
 
 @pytest.mark.parametrize(
@@ -67,11 +68,11 @@ def test_a_network_without_a_queue_policy_is_bounded_by_its_caller(profile):
         ("radar_classifier", {"queue_policy": False, "default_timeout_microseconds": 1000}),
     ],
 )
-def test_the_build_refuses_a_queue_that_nothing_bounds(model, setting):
-    spec = load_profile("sim-h100")
+def test_the_build_refuses_a_queue_that_nothing_bounds(tmp_path, model, setting):
+    spec = json.loads((SIM / "sim-h100.json").read_text())
     spec["models"][model] = spec["models"].get(model, {}) | setting
     with pytest.raises(RepositoryError, match="queue"):
-        resolved("sim-h100", spec=spec)
+        configs(variant(tmp_path, spec, "sim-h100"))
 
 
 OVERLOADED = InferenceServerException("Exceeds maximum queue size", status="StatusCode.UNAVAILABLE")
@@ -178,7 +179,7 @@ class FakeProcess:
 
 
 class FakeServer:
-    """Stands in for kit.control.runtime.TritonServer (the supervisor's own collaborator, not Triton)."""
+    """Stands in for kit.server.runtime.TritonServer (the supervisor's own collaborator, not Triton)."""
 
     def __init__(self):
         self.process, self.dead, self.ready, self.starts = FakeProcess(), [], True, 0
@@ -207,7 +208,7 @@ def test_supervisor_restarts_for_a_dead_stub_or_exit_at_once_and_for_unreadiness
     assert "exited with code -9" in supervisor.problem()
     server.process.code, server.ready = None, False
     now = [1000.0]
-    monkeypatch.setattr("kit.control.runtime.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("kit.server.runtime.time.monotonic", lambda: now[0])
     assert supervisor.problem() is None
     now[0] += 11
     assert "not ready" in supervisor.problem()
@@ -216,7 +217,7 @@ def test_supervisor_restarts_for_a_dead_stub_or_exit_at_once_and_for_unreadiness
 def test_supervisor_gives_up_when_restarts_do_not_help(monkeypatch):
     server = FakeServer()
     supervisor = Supervisor(server, max_restarts=2, window=60, log=lambda line: None)
-    monkeypatch.setattr("kit.control.runtime.time.monotonic", lambda: 5.0)
+    monkeypatch.setattr("kit.server.runtime.time.monotonic", lambda: 5.0)
     supervisor.restart("stub died")
     supervisor.restart("stub died")
     with pytest.raises(ServerError, match="giving up after 2 restarts"):

@@ -1,4 +1,4 @@
-"""The simulated accelerator (kit.runners.simulated): its time per batch follows the device table it was given, one
+"""The simulated accelerator (perf.sim.device): its time per batch follows the device table it was given, one
 batch at a time per instance, and its answers are the same function of each item however it is batched or padded."""
 
 import json
@@ -8,10 +8,9 @@ import time
 import numpy as np
 import pytest
 
-from kit.control.configs import SOURCE
-from kit.runners.simulated import COUNTERS_ENV, Curve, SimulatedModel, SimulationError, busy_seconds
+from perf.sim.device import COUNTERS_ENV, SIM, Curve, SimulatedModel, SimulationError, busy_seconds
 
-TABLE = SOURCE / "devices" / "h100.json"
+TABLE = SIM / "h100.json"
 ROWS = json.loads(TABLE.read_text())
 
 

@@ -42,23 +42,26 @@ class TextPlan:
 
 @dataclass
 class BatchPlan:
-    """Several texts' chunks: each text's spans, the (text, chunk) each row is, and classifier requests that
-    mix texts."""
+    """Several texts' chunks: each text's spans, the (text, chunk) each row is, classifier requests that mix
+    texts, and each text's token count over its chunks."""
 
     spans: list[list[tuple[int, int]]]
     owners: list[tuple[int, int]]
     groups: list[ChunkGroup]
+    tokens: list[int]
 
 
 @dataclass
 class Result:
     """A text's value (each label's probability, or its embedding) aggregated over its chunks, each chunk's, and the
-    chunks' spans; `score` and `chunk_scores` are the columns of one label (RADAR's AI-generated one)."""
+    chunks' spans; `score` and `chunk_scores` are the columns of one label (RADAR's AI-generated one). `tokens`: the
+    tokens the model read for the text, its chunks' together, special tokens included (what an API bills as usage)."""
 
     values: np.ndarray
     chunk_values: np.ndarray
     spans: np.ndarray
     label: int = 0
+    tokens: int = 0
 
     @property
     def score(self) -> float:
@@ -69,25 +72,25 @@ class Result:
         return self.chunk_values[:, self.label]
 
 
-def decode_text(raw: bytes, max_bytes: int) -> str:
-    """Checks that cost nothing come first, before any tokenization."""
+def decode_text(raw: bytes, max_bytes: int, name: str = "TEXT") -> str:
+    """Checks that cost nothing come first, before any tokenization; errors name the input (`name`)."""
     if len(raw) > max_bytes:
-        raise InputError(f"TEXT is {len(raw)} bytes; the maximum is {max_bytes} bytes")
+        raise InputError(f"{name} is {len(raw)} bytes; the maximum is {max_bytes} bytes")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"TEXT is not valid UTF-8: {exc.reason} at byte {exc.start}") from None
+        raise InputError(f"{name} is not valid UTF-8: {exc.reason} at byte {exc.start}") from None
     if not text.strip():
-        raise InputError("TEXT is empty or only whitespace; there is nothing to classify")
+        raise InputError(f"{name} is empty or only whitespace; there is nothing to classify")
     return text
 
 
-def decode_request_text(tensor: np.ndarray, max_bytes: int) -> str:
-    """The one text of the entry model's TEXT input (BYTES [1]), decoded as decode_text does."""
+def decode_request_text(tensor: np.ndarray, max_bytes: int, name: str = "TEXT") -> str:
+    """The one text of an entry model's text input `name` (BYTES [1]), decoded as decode_text does."""
     items = tensor.reshape(-1)
     if items.size != 1:
-        raise InputError(f"TEXT must hold exactly one text, got {items.size}")
-    return decode_text(bytes(items[0]), max_bytes)
+        raise InputError(f"{name} must hold exactly one text, got {items.size}")
+    return decode_text(bytes(items[0]), max_bytes, name)
 
 
 def spans_of(text: str, max_chars: int) -> list[tuple[int, int]]:
@@ -127,7 +130,8 @@ class TextPipeline:
         scores = np.zeros((len(plan.spans), logits[0].shape[-1]), dtype=np.float32)
         for group, group_logits in zip(plan.groups, logits):
             scores[group.indices] = self.head.chunks(group_logits)
-        return result_of(scores, plan.spans, self.ai_label_index, self.head)
+        tokens = sum(int(group.attention_mask.sum()) for group in plan.groups)
+        return result_of(scores, plan.spans, self.ai_label_index, self.head, tokens)
 
     def plan_many(self, texts: Sequence[str]) -> BatchPlan:
         """Many texts' chunks, tokenized in one call and merged across texts into classifier requests: one per
@@ -145,7 +149,8 @@ class TextPipeline:
             ids.append(chunk_ids)
         owners = [(t, c) for t, text_ids in enumerate(ids) for c in range(len(text_ids))]
         flat = [chunk for text_ids in ids for chunk in text_ids]
-        return BatchPlan(spans, owners, self.groups(flat))
+        tokens = [sum(len(chunk) for chunk in text_ids) for text_ids in ids]
+        return BatchPlan(spans, owners, self.groups(flat), tokens)
 
     def groups(self, ids: Sequence[Sequence[int]]) -> list[ChunkGroup]:
         """Chunks by length bucket, padded, at most `max_batch` to a group; `indices` are positions in `ids`."""
@@ -196,12 +201,12 @@ class BatchScores:
 
     def result(self, text: int) -> Result:
         chunks = self.values[self.starts[text] : self.starts[text + 1]]
-        return result_of(chunks, self.plan.spans[text], self.ai_label_index, self.head)
+        return result_of(chunks, self.plan.spans[text], self.ai_label_index, self.head, self.plan.tokens[text])
 
 
-def result_of(scores: np.ndarray, spans: list[tuple[int, int]], label: int, head: Head) -> Result:
+def result_of(scores: np.ndarray, spans: list[tuple[int, int]], label: int, head: Head, tokens: int) -> Result:
     spans_array = np.asarray(spans, dtype=np.int32).reshape(-1, 2)
-    return Result(head.text(scores, spans), scores, spans_array, label)
+    return Result(head.text(scores, spans), scores, spans_array, label, tokens)
 
 
 def chunk_text(tokenizer: Tokenizer, text: str, max_chars: int, max_tokens: int) -> tuple[list[tuple[int, int]], list[list[int]]]:

@@ -1,6 +1,6 @@
 """Load a new version of a text model into a running server, check it, and only then retire the old one.
 
-    python -m kit.control.deploy NAME --version 2 --artifacts DIR [--repository build/repository/cpu]
+    python -m kit.server.deploy NAME --version 2 --artifacts DIR [--repository build/repository/cpu]
                                  [--url 127.0.0.1:8000] [--profile cpu]
 
 NAME is a text model's entry whose config carries its export's golden set (`canary_from`; `radar` in the shipped
@@ -56,8 +56,8 @@ from kit.adapters.artifacts import text_pipeline
 from kit.adapters.settings import TextSettings
 from kit.control.canary import GoldenSet, Report, compare, golden_from_parameter
 from kit.control.configs import REPO_ROOT, RepositoryError, copy_config, parameters, parse_config, render_config
-from kit.control.repository import pin_steps, resolved, write_version
-from kit.control.runtime import ADMIN_HEADER
+from kit.control.repository import pin_steps, plan, write_version
+from kit.server.runtime import ADMIN_HEADER
 
 ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
 UNLOAD_TIMEOUT = 120.0  # seconds for an old version to finish what it holds (an entry drains for up to 60 s)
@@ -223,11 +223,12 @@ def deploy(
     if version <= previous:
         raise DeployError(f"version {version} is not newer than the serving {previous}")
     try:
-        configs, files = resolved(profile, artifacts, models=every)
+        planned = plan(profile, artifacts=artifacts, models=every)
     except RepositoryError as exc:
         raise DeployError(str(exc)) from None
-    pin_steps(configs[entry], version)
-    settings = TextSettings.from_parameters(parameters(configs[entry]))
+    configs = {model: planned[model].written() for model in every}
+    pin_steps(configs[entry], version, configs)
+    settings = planned[entry].settings
     if not settings.canary:
         raise DeployError(f"{artifacts / entry / 'export.json'} has no golden set: an unchecked version is not deployed")
     golden: GoldenSet = golden_from_parameter(settings.canary)
@@ -238,7 +239,7 @@ def deploy(
 
     start = time.monotonic()
     for model in every:
-        write_version(repo.folder / model, version, configs[model], files[model])
+        write_version(repo.folder / model, version, planned[model])
 
     def step_down() -> None:
         """Every model back to [previous]; as the steps went up, where a restart made the new entry serve already

@@ -1,12 +1,12 @@
 """Build the local model repository and run the embedded Triton server in the foreground, with the
 front door (door/, docs/DOOR.md) beside it.
 
-    python -m kit.control.serve [--profile cpu] [--host 127.0.0.1] [--http-port 8000] ...
+    python -m kit.server.serve [--profile cpu] [--host 127.0.0.1] [--http-port 8000] ...
                                 [--door-host 127.0.0.1] [--door-port 8080] [--no-door]
 
 Stays up until Ctrl-C (or SIGTERM), then stops the door and the server cleanly. Meanwhile a supervisor
 restarts the server when it exits, stays unready, or loses a Python stub (see
-kit.control.runtime.Supervisor); the door answers 503 with Retry-After while it does. The door runs
+kit.server.runtime.Supervisor); the door answers 503 with Retry-After while it does. The door runs
 as its own process (`python -m door`: the kit imports nothing from it); if it exits, serve stops.
 
 The door is the front end to expose: Triton's ports stay on --host (loopback by default). Beyond
@@ -32,10 +32,11 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from kit.control import reply_buffer
 from kit.control.configs import ARTIFACTS, REPO_ROOT, RepositoryError
-from kit.control.repository import build
-from kit.control.runtime import (
+from kit.control.repository import build, servable_specs
+from kit.control.specs import MODELS
+from kit.server import reply_buffer
+from kit.server.runtime import (
     ADMIN_HEADER,
     ServerError,
     ServerOptions,
@@ -44,8 +45,6 @@ from kit.control.runtime import (
     answers_ok,
     is_loopback,
 )
-from kit.control.specs import MODELS
-from kit.control.tasks import servable_specs
 
 ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
 DOOR_KEY_ENVS = ("DOOR_API_KEYS", "DOOR_API_KEYS_FILE")  # read by the door itself (door.settings)
@@ -160,17 +159,17 @@ def interrupt(*_):
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     repository = args.repository / args.profile
-    specs, refused = servable_specs(args.models)
+    specs, refused = servable_specs(args.models, args.profile)
     for problem in refused:
         print(f"error: {problem} (not served; the other models are)", file=sys.stderr)
     try:
-        configs = build(args.profile, repository, args.artifacts, specs=specs)
+        models = build(args.profile, repository, args.artifacts, specs=specs)
     except RepositoryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     key, generated = admin_key(args.host)
     # Triton's GPU metrics where a model runs on a GPU (gpu-embedded); off otherwise, where DCGM only warns.
-    on_gpu = any(g.kind == mc.ModelInstanceGroup.KIND_GPU for c in configs.values() for g in c.instance_group)
+    on_gpu = any(g.kind == mc.ModelInstanceGroup.KIND_GPU for m in models.values() for g in m.config.instance_group)
     options = ServerOptions(
         repository, args.host, args.http_port, args.grpc_port, args.metrics_port, admin_key=key, gpu_metrics=on_gpu
     )

@@ -102,10 +102,10 @@ def is_loopback(host: str) -> bool:
 class ServerOptions:
     """How to start the server. Defaults follow Triton's ports on loopback.
 
-    `admin_key`: when set, the ADMIN_APIS need the ADMIN_HEADER with this value (see kit.control.serve).
+    `admin_key`: when set, the ADMIN_APIS need the ADMIN_HEADER with this value (see kit.server.serve).
     `gpu_metrics`: Triton's GPU utilisation and memory metrics (DCGM), for a server with GPU models.
     `environment`: variables for the server's processes alone (its stubs inherit them), e.g. where a simulated
-    accelerator counts its busy time (kit.runners.simulated).
+    accelerator counts its busy time (perf.sim.device).
     """
 
     repository: Path
@@ -151,7 +151,7 @@ def server_command(dist: Path, options: ServerOptions) -> list[str]:
         f"--metrics-port={options.metrics_port}",
         # Explicit control: every model in the repository loads at start (and again after a restart, at the
         # versions its config.pbtxt names), and a new version can be loaded while the old one serves
-        # (kit.control.deploy). Loading is the model-repository API, an admin API: beyond loopback it needs the key.
+        # (kit.server.deploy). Loading is the model-repository API, an admin API: beyond loopback it needs the key.
         "--model-control-mode=explicit",
         "--load-model=*",
         "--strict-readiness=true",
@@ -274,7 +274,7 @@ class TritonServer:
         return self
 
     def current_stubs(self) -> list[Stub]:
-        """The server's stubs now, as models load and unload versions while it runs (kit.control.deploy), and the
+        """The server's stubs now, as models load and unload versions while it runs (kit.server.deploy), and the
         known ones that have ended (a zombie's command line can no longer be read, so it is kept from before, until
         dead_stubs judges its end) or still run outside the server's tree: a killed server's orphans, which a
         restart must still reap."""
@@ -344,7 +344,7 @@ class TritonServer:
     def stop(self, timeout: float = 30.0) -> None:
         """SIGINT lets Triton unload models and stop its stubs; SIGKILL only if it hangs (it waits out
         its whole exit timeout when a stub has died). Every stub it has meanwhile is reaped after it, those of
-        versions loaded since it started (kit.control.deploy) and of a load it still takes as it stops (seen: a
+        versions loaded since it started (kit.server.deploy) and of a load it still takes as it stops (seen: a
         deploy's load, taken after SIGINT, started stubs that the SIGKILL killed) too: Triton's own stop leaves
         their /dev/shm regions behind."""
         if self.process is not None:

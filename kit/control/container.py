@@ -1,6 +1,6 @@
-"""The GPU placement of the model repository (the official Triton container), derived by backend.
+"""The `gpu` target: the model repository placed for the official Triton container, derived by backend.
 
-The same committed sources as the CPU profile, changed by code only, never by model name:
+The same canonical configs as the embedded targets', changed by code only, never by model name:
 
 - `onnxruntime` models stay on Triton's native ONNX Runtime backend, on `KIND_GPU` instances on every
   GPU listed in `gpus`, with the TensorRT execution accelerator (engines cached under
@@ -12,7 +12,7 @@ CUDA graphs apply only to `tensorrt_plan` models: Triton's `optimization.cuda.gr
 by the TensorRT backend alone, and ONNX Runtime's `trt_cuda_graph_enable` needs static input shapes,
 which dynamic batching never gives (every batch size is a new shape). Python models have none.
 
-Per-model settings in `model_repository/profiles/gpu.json` (all optional):
+Settings in `model_repository/profiles/gpu.json`, by role or by model (all optional):
 
     gpus                  GPU ids; `instances` instances are placed on *each* of them (default [0])
     instances             instances per GPU, or CPU instances for Python models (default 1)
@@ -30,15 +30,16 @@ Per-model settings in `model_repository/profiles/gpu.json` (all optional):
 
 from __future__ import annotations
 
-import argparse
-import sys
+from collections.abc import Sequence
+from dataclasses import replace
 
 from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2 as mc
 
 from kit.control.configs import RepositoryError, copy_config
-from kit.control.profiles import COMMON, apply_common, check_keys, load_profile
-from kit.control.tasks import canonical_config
+from kit.control.embedded import with_parameters
+from kit.control.placement import COMMON, apply_common, apply_ensemble, check_keys
+from kit.control.served import ServedModel
 
 # Where the container keeps ONNX Runtime's TensorRT engine cache (a volume in docker-compose.yml).
 TRT_CACHE_ROOT = "/trt-cache"
@@ -125,8 +126,11 @@ def _tensorrt_plan(config: mc.ModelConfig, settings: dict) -> None:
         json_format.ParseDict({"graphs": True, "graph_spec": settings["cuda_graphs"]}, config.optimization.cuda)
 
 
-def apply_gpu_profile(config: mc.ModelConfig, settings: dict) -> mc.ModelConfig:
-    """GPU placement for one model: a modified copy of its canonical config."""
+def place(model: ServedModel, settings: dict, target: str = "gpu", lengths: Sequence[int] = ()) -> ServedModel:
+    """`model` placed in the container: a graph on Triton's own backends, a Python model on CPU instances."""
+    config = model.config
+    if config.platform == "ensemble":
+        return replace(model, config=apply_ensemble(config, settings), settings=with_parameters(model, settings))
     check_keys(config, settings, SETTINGS, "GPU")
     config = copy_config(config)
     apply_common(config, settings)  # first: TensorRT's opt batch follows the preferred batch sizes
@@ -137,9 +141,7 @@ def apply_gpu_profile(config: mc.ModelConfig, settings: dict) -> mc.ModelConfig:
     elif config.backend == "onnxruntime":
         engine = settings.get("engine", "onnxruntime")
         if engine != "tensorrt_plan" and "cuda_graphs" in settings:
-            raise RepositoryError(
-                f"{config.name}: CUDA graphs apply only to engine tensorrt_plan (see kit/control/gpu_profile.py)"
-            )
+            raise RepositoryError(f"{config.name}: CUDA graphs apply only to engine tensorrt_plan (see kit/control/container.py)")
         if engine == "tensorrt_plan":
             _tensorrt_plan(config, settings)
         elif engine != "onnxruntime":
@@ -156,37 +158,11 @@ def apply_gpu_profile(config: mc.ModelConfig, settings: dict) -> mc.ModelConfig:
         config.optimization.output_pinned_memory.enable = True
     else:
         raise RepositoryError(f"{config.name}: no GPU placement for backend {config.backend!r}")
-    return config
+    placed = replace(model, config=config)
+    return replace(placed, settings=with_parameters(placed, settings)).with_files(settings.get("files", {}))
 
 
 def python_shm_bytes(configs: dict[str, mc.ModelConfig]) -> int:
     """The /dev/shm a server needs for its Python-backend instances (what docker and k8s must give)."""
     instances = sum(g.count for c in configs.values() if c.backend == "python" for g in c.instance_group)
     return instances * PYTHON_SHM_PER_INSTANCE
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`trt-shapes MODEL` prints export.tensorrt's --profile-shapes arguments from the GPU profile."""
-    parser = argparse.ArgumentParser(description=main.__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    shapes = sub.add_parser("trt-shapes")
-    shapes.add_argument("model")
-    shapes.add_argument("--profile", default="gpu")
-    args = parser.parse_args(argv)
-    try:
-        settings = load_profile(args.profile)["models"].get(args.model, {})
-        config = canonical_config(args.model)
-        apply_common(config, {k: v for k, v in settings.items() if k in ("max_queue_delay_microseconds", "preferred_batch_size")})
-        profiles = shape_profiles(config, settings)
-    except (RepositoryError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if not profiles:
-        print(f"error: {args.model} has dynamic dims and no `shapes` in the {args.profile} profile", file=sys.stderr)
-        return 2
-    print(" ".join(f"--profile-shapes {' '.join(trt_shape_string(p, i) for i in range(3))}" for p in profiles))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -3,8 +3,8 @@ for that batch, so that the serving path around it (tokenising, queues, stubs, B
 measured in the regime a GPU puts it in, on a machine without one.
 
 The time comes from a device table, the rows `export.gpu_levers` measured on a GPU (model, batch, tokens or image
-side, median wall milliseconds and device milliseconds per batch, by precision): model_repository/devices/*.json,
-data that another GPU's measurement replaces. Between measured batch sizes the wall time is interpolated linearly;
+side, median wall milliseconds and device milliseconds per batch, by precision): perf/sim/h100.json, data that
+another GPU's measurement replaces. Between measured batch sizes the wall time is interpolated linearly;
 for work per item between measured sizes (tokens, pixels) the launch part (wall - device) stays and the device
 part scales with the work; beyond the largest measured batch the device part grows per item.
 
@@ -30,7 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
+from kit.pipelines.batching.merge import CostModel
+
 COUNTERS_ENV = "KIT_SIM_COUNTERS"
+SIM = Path(__file__).resolve().parent  # the device tables, the runner's model.py and the profile beside them
 
 
 class SimulationError(ValueError):
@@ -158,3 +161,18 @@ def write_counter(folder: Path, busy_ns: int) -> None:
 def busy_seconds(folder: Path) -> float:
     """The busy seconds of every process that counted into `folder`."""
     return sum(int(p.read_text() or 0) for p in folder.glob("[0-9]*") if p.suffix == "") / 1e9 if folder.is_dir() else 0.0
+
+
+def write_cost(table: Path, curve: str, precision: str, out: Path) -> None:
+    """The cost model of a table's curve in the file a pixel classifier's `cost` policy reads (kit.adapters.artifacts.
+    cost_model), for a profile that links it in place of the export's: runs priced as the simulated device runs them."""
+    model = CostModel.fit(Curve.from_file(table, curve, precision).samples())
+    source = f"perf.sim.device cost {table.name} {curve} {precision}"
+    out.write_text(json.dumps({"model": model.to_json(), "source": source}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    import sys
+
+    table_path, curve_name, precision_name, out_path = sys.argv[1:5]
+    write_cost(Path(table_path), curve_name, precision_name, Path(out_path))

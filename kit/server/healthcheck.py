@@ -1,6 +1,6 @@
 """A health check that tells the truth: the ready endpoint answers 200 AND no Python stub has died.
 
-    python3 kit/control/healthcheck.py [--url http://127.0.0.1:8000]     # exit 0 healthy, 1 not
+    python3 kit/server/healthcheck.py [--url http://127.0.0.1:8000]     # exit 0 healthy, 1 not
 
 Triton 24.06+ does not restart a Python stub that died, and keeps answering ready while every
 request routed to that model instance fails. A dead stub stays a zombie child of tritonserver

@@ -1,0 +1,183 @@
+"""The embedded server's two targets: the tritonserver of the nvidia-pytriton wheel on a CPU host (`cpu`, the default
+of `make serve`) and on a GPU host (`gpu-embedded`), with no container. That server has no ONNX Runtime or TensorRT
+backend, so a graph (an `onnxruntime` model) moves onto one of the kit's Python-backend runners; Python models (entries,
+pre- and post-processing) stay on `KIND_CPU` instances: they hold no weights. One applier, `place`, for both; what
+differs is which runners and keys each target takes.
+
+`cpu`: the ONNX runner on ONNX Runtime's CPU provider, `threads` intra-op threads per instance, serving the version
+folder's `graph` (default model.onnx; a text export writes faster CPU graphs beside it). On CPU, instances x threads
+is the layout knob: batching buys little.
+
+`gpu-embedded`: the runner a graph's `runner` names:
+  "onnx" (the default): the ONNX file with `threads` on ONNX Runtime's `provider`, on `KIND_CPU` instances for the CPU
+  provider and on `KIND_GPU` ones on `gpus` for the CUDA or TensorRT provider (onnxruntime-gpu);
+  "torch": the PyTorch checkpoint the export saved beside the ONNX file (`checkpoint/`), on `KIND_GPU` instances on
+  each GPU in `gpus` (default [0]), in `dtype` (fp16 unless set); its runs padded up to `batch_ladder` (default: the
+  powers of two up to the placed max_batch_size, and it), every shape of it by every length its callers pad to warmed
+  at load unless `warm_up` is false, each captured as a CUDA graph unless `cuda_graphs` is false, within
+  `graph_memory_share` of the free memory, and `profile_executions` executions traced (kit.runners.torch);
+  `"device": "cpu"` runs it on `KIND_CPU` instances without graphs (the CPU rehearsal of a GPU run);
+  "custom": a runner of the profile's own, `model_py` (a model.py beside the profile, on kit.adapters.runner as the
+  kit's are), on `KIND_CPU` instances, its `parameters` its own: the benchmarks' simulated accelerator is one
+  (perf/sim).
+The torch runner's `merge: "measured"` lets requests of different shapes run as one padded batch where the times of
+its own warm-up price that cheaper (kit/adapters/runner.py); `null` turns it off. Every runner takes its inputs in CPU
+memory (FORCE_CPU_ONLY_INPUT_TENSORS) and moves them itself; `instances` counts per GPU for a GPU placement. A
+profile's `parameters` set fields of the model's typed settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from tritonclient.grpc import model_config_pb2 as mc
+
+from kit.adapters.settings import OnnxRunnerSettings, SettingsError, TorchRunnerSettings
+from kit.control.configs import RepositoryError, copy_config, set_parameter
+from kit.control.placement import COMMON, apply_common, apply_ensemble, check_keys
+from kit.control.served import ServedModel, adapter
+
+RUNNER_KEYS = {
+    "torch": frozenset(
+        {"gpus", "device", "dtype", "batch_ladder", "warm_up", "cuda_graphs", "graph_memory_share", "profile_executions"}
+    ),
+    "onnx": frozenset({"gpus", "threads", "provider"}),
+    "custom": frozenset({"model_py"}),
+}
+KEYS = {
+    "cpu": COMMON | {"threads", "graph"},
+    "gpu-embedded": COMMON | {"runner", "merge"} | frozenset().union(*RUNNER_KEYS.values()),
+}
+TORCH_DEVICES = ("cuda", "cpu")
+CHECKPOINT = "checkpoint"
+CPU_PROVIDER = "CPUExecutionProvider"
+MEASURED = "measured"
+
+
+def default_ladder(max_batch_size: int) -> list[int]:
+    """The powers of two below a model's batch cap, and the cap: at most log2(cap) + 1 shapes per length."""
+    if max_batch_size < 1:  # an unbatched model runs its requests whole
+        return []
+    return [2**k for k in range(max_batch_size.bit_length()) if 2**k < max_batch_size] + [max_batch_size]
+
+
+def torch_runner(config: mc.ModelConfig, placement: dict, lengths: Sequence[int]) -> TorchRunnerSettings:
+    device = placement.get("device", "cuda")
+    if device not in TORCH_DEVICES:
+        raise RepositoryError(f"{config.name}: device {device!r} is not one of {', '.join(TORCH_DEVICES)}")
+    if device == "cpu" and "gpus" in placement:
+        raise RepositoryError(f"{config.name}: `gpus` places GPU instances, but device cpu runs on the CPU")
+    if device == "cpu" and placement.get("cuda_graphs"):
+        raise RepositoryError(f"{config.name}: cuda_graphs needs device cuda")
+    keys = ("dtype", "warm_up", "cuda_graphs", "graph_memory_share", "profile_executions")
+    given = {key: placement[key] for key in keys if key in placement}
+    runner = TorchRunnerSettings(torch_model=CHECKPOINT, device=device, warm_lengths=tuple(lengths))
+    return runner.with_parameters({"dtype": "fp16", "cuda_graphs": device == "cuda"} | given)
+
+
+def onnx_runner(config: mc.ModelConfig, placement: dict) -> OnnxRunnerSettings:
+    provider = placement.get("provider", CPU_PROVIDER)
+    if provider == CPU_PROVIDER and "gpus" in placement:
+        raise RepositoryError(f"{config.name}: `gpus` places GPU instances, but provider {provider} runs on the CPU")
+    return OnnxRunnerSettings(onnx_model="model.onnx", intra_op_threads=int(placement.get("threads", 1)), provider=provider)
+
+
+def merged(config: mc.ModelConfig, runner: object, merge: object) -> TorchRunnerSettings:
+    """The torch runner's settings with its runs priced by its own warm-up."""
+    if merge != MEASURED:
+        raise RepositoryError(
+            f'{config.name}: merge is "{MEASURED}" (the runner\'s warm-up prices its runs) or null, not {merge!r}'
+        )
+    if not isinstance(runner, TorchRunnerSettings):
+        raise RepositoryError(
+            f'{config.name}: merge "{MEASURED}" prices runs by the torch runner\'s warm-up, which this runner has not'
+        )
+    return replace(runner, merge_measured=True)
+
+
+def graph_runner(config: mc.ModelConfig, placement: dict, target: str, lengths: Sequence[int]):
+    """A graph's runner on `target`: its settings, its model.py, and whether it runs on a GPU."""
+    if target == "cpu":
+        graph = placement.get("graph", "model.onnx")
+        return OnnxRunnerSettings(onnx_model=graph, intra_op_threads=int(placement.get("threads", 1))), "onnx", False
+    name = placement.get("runner", "onnx")
+    if name not in RUNNER_KEYS:
+        raise RepositoryError(f"{config.name}: unknown runner {name!r} (known: {sorted(RUNNER_KEYS)})")
+    foreign = set(placement) - COMMON - RUNNER_KEYS[name] - {"runner", "merge"}
+    if foreign:
+        raise RepositoryError(f"{config.name}: {sorted(foreign)} do not apply to the {name} runner")
+    try:
+        if name == "torch":
+            runner = torch_runner(config, placement, lengths)
+            on_gpu = runner.device == "cuda"
+        elif name == "onnx":
+            runner = onnx_runner(config, placement)
+            on_gpu = runner.provider != CPU_PROVIDER
+        else:
+            runner, on_gpu = None, False
+        if placement.get("merge") is not None:  # null: a variant that turns a profile's merge off
+            runner = merged(config, runner, placement["merge"])
+    except SettingsError as exc:
+        raise RepositoryError(f"{config.name}: {exc}") from None
+    set_parameter(config, "FORCE_CPU_ONLY_INPUT_TENSORS", "yes")
+    return runner, name, on_gpu
+
+
+def place(model: ServedModel, placement: dict, target: str, lengths: Sequence[int] = ()) -> ServedModel:
+    """`model` placed on the embedded server of `target` (cpu or gpu-embedded); `lengths`: the lengths its callers pad
+    its free axis to (a text graph's buckets), which a runner that warms up runs."""
+    config = model.config
+    if config.platform == "ensemble":
+        return replace(model, config=apply_ensemble(config, placement), settings=with_parameters(model, placement))
+    check_keys(config, placement, KEYS[target], target)
+    config = copy_config(config)
+    settings, model_py, on_gpu = model.settings, model.adapter, False
+    if config.backend == "onnxruntime":
+        config.backend = "python"
+        settings, runner, on_gpu = graph_runner(config, placement, target, lengths)
+        model_py = Path(placement["model_py"]) if runner == "custom" else adapter(f"{runner}_runner_model")
+        if runner == "custom":  # its parameters are its own, as its model.py reads them
+            for key, value in placement.get("parameters", {}).items():
+                set_parameter(config, key, value)
+            placement = {key: value for key, value in placement.items() if key != "parameters"}
+        served = getattr(settings, "onnx_model", None) or getattr(settings, "torch_model", None)
+        if served is not None and served not in model.files:
+            raise RepositoryError(f"{config.name} serves {served}, which the export did not write; run `make export`")
+    elif config.backend != "python":
+        raise RepositoryError(f"{config.name}: no embedded placement for backend {config.backend!r}")
+    elif set(placement) - COMMON:
+        raise RepositoryError(
+            f"{config.name}: {sorted(set(placement) - COMMON)} are for ONNX models on a runner, not a Python model"
+        )
+    del config.instance_group[:]
+    kind = mc.ModelInstanceGroup.KIND_GPU if on_gpu else mc.ModelInstanceGroup.KIND_CPU
+    group = config.instance_group.add(kind=kind, count=int(placement.get("instances", 1)))
+    if on_gpu:
+        group.gpus[:] = [int(g) for g in placement.get("gpus", [0])]
+    apply_common(config, placement)
+    if isinstance(settings, TorchRunnerSettings):  # after the batch cap: the ladder reaches it
+        ladder = placement.get("batch_ladder", default_ladder(config.max_batch_size))
+        if any(not 1 <= int(size) <= config.max_batch_size for size in ladder):
+            cap = config.max_batch_size
+            raise RepositoryError(f"{config.name}: batch_ladder {ladder} goes outside 1 .. max_batch_size {cap}")
+        try:
+            settings = replace(settings, batch_ladder=tuple(int(size) for size in ladder))
+        except SettingsError as exc:
+            raise RepositoryError(f"{config.name}: {exc}") from None
+    placed = replace(model, config=config, adapter=model_py, settings=settings)
+    return replace(placed, settings=with_parameters(placed, placement)).with_files(placement.get("files", {}))
+
+
+def with_parameters(model: ServedModel, placement: dict):
+    """The model's settings with the fields the placement's `parameters` set."""
+    parameters = placement.get("parameters", {})
+    if not parameters:
+        return model.settings
+    if model.settings is None:
+        raise RepositoryError(f"{model.name}: `parameters` {sorted(parameters)} set settings, and it has none")
+    try:
+        return model.settings.with_parameters(parameters)
+    except SettingsError as exc:
+        raise RepositoryError(f"{model.name}: {exc}") from None

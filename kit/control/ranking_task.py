@@ -1,0 +1,106 @@
+"""The `text-ranking` task: any Hugging Face cross-encoder (a one-label `AutoModelForSequenceClassification` read over
+query-document pairs, a checkpoint folder or a hub id), served as the text tasks are (kit.control.text_task's
+placement), from the templates in templates/ranking and the text tasks' classifier template.
+
+A spec `NAME` becomes three models: the entry ensemble `NAME` (QUERY and DOCUMENT in, what the door and clients call),
+`NAME_pairs` (kit/adapters/pair_ranker_model.py: each document chunked to fit beside its query, the chunk pairs of
+many requests merged into classifier requests by length bucket, each document's score its chunks' best or mean, the
+spec's `aggregation`) and `NAME_classifier` (the exported graph: input_ids, attention_mask and, for a model that reads
+segments, token_type_ids; placed in each profile as a text task's graph is, the PyTorch runner of the gpu-embedded
+profile included, which serves the saved checkpoint through the export's own module). The entry answers SCORE [1],
+CHUNK_SCORES [chunks], CHUNK_SPANS [chunks, 2] (offsets into the document) and TOKENS [1].
+
+The export (export.ranking_model, at `kit add` and whenever the checkpoint or the spec's chunking changed) checks the
+graph against PyTorch on pairs and measures the chunk pairs' token lengths the buckets are chosen from.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tritonclient.grpc import model_config_pb2 as mc
+
+from kit.adapters.settings import RankingSettings, TextSettings
+from kit.control import exports
+from kit.control.configs import set_parameter, template
+from kit.control.exports import Exporter, export_dir
+from kit.control.profiles import Profile
+from kit.control.served import ServedModel, adapter
+from kit.control.specs import ModelSpec, door_parameters
+from kit.control.text_task import (
+    BATCHES_IN_FLIGHT,
+    ENTRY_FILES,
+    MAX_TEXT_BYTES,
+    TEXT_FILES,
+    TextChain,
+    place,
+    spec_batching,
+)
+
+TASK = "text-ranking"
+CLASSIFIER_FILES = ("model.onnx", "model.onnx.data", "model.cpu.onnx", "checkpoint")
+PAIRS_ADAPTER = adapter("pair_ranker_model")
+
+
+def names(spec: ModelSpec) -> dict[str, str]:
+    return {"entry": spec.name, "pairs": f"{spec.name}_pairs", "classifier": f"{spec.name}_classifier"}
+
+
+def ranking_options(spec: ModelSpec) -> list[str]:
+    return ["--max-chars", str(spec.max_chars)]
+
+
+EXPORTER = Exporter("export.ranking_model", ranking_options, lambda spec: {"max_chars": spec.max_chars}, "a cross-encoder")
+
+
+def canonical(spec: ModelSpec, meta: dict, model: dict[str, str]) -> dict[str, mc.ModelConfig]:
+    """Each model's config as the templates and the spec make it, before any profile places it."""
+    entry = template("ranking/entry", model["entry"])
+    for key, value in door_parameters(spec, TASK).items():
+        set_parameter(entry, key, value)
+    entry.ensemble_scheduling.step[0].model_name = model["pairs"]
+    pairs = template("ranking/pairs", model["pairs"])
+    classifier = template("text/classifier", model["classifier"])
+    classifier.output[0].dims[:] = [1]
+    if "token_type_ids" in meta["inputs"]:
+        classifier.input.add(name="token_type_ids", data_type=mc.TYPE_INT64, dims=[-1])
+    spec_batching(spec, classifier, pairs)
+    return {model["entry"]: entry, model["pairs"]: pairs, model["classifier"]: classifier}
+
+
+def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
+    """The entry, its pairs model and its graph, placed as a text task's three models are."""
+    meta = exports.export(spec, EXPORTER)
+    model = names(spec)
+    settings = TextSettings(
+        classifier=model["classifier"], max_chars=spec.max_chars, max_text_bytes=MAX_TEXT_BYTES, bucket_count=spec.bucket_count
+    )
+
+    def pairs(derived: TextSettings) -> RankingSettings:
+        return RankingSettings(
+            **vars(derived), parameters_from=model["entry"], batches_in_flight=BATCHES_IN_FLIGHT, aggregation=spec.aggregation
+        )
+
+    chain = TextChain(model["entry"], model["pairs"], model["classifier"], PAIRS_ADAPTER)
+    return place(spec, profile, chain, canonical(spec, meta, model), ranking_files(spec), settings, pairs)
+
+
+def ranking_files(spec: ModelSpec) -> dict[str, dict[str, Path]]:
+    """The graph and checkpoint for the classifier, the tokenizer and measured lengths for the pairs model, what the
+    entry's settings are derived from."""
+    folder = export_dir(spec)
+    model = names(spec)
+    wanted = {model["entry"]: ENTRY_FILES, model["pairs"]: TEXT_FILES}
+    graph = {file: folder / file for file in CLASSIFIER_FILES if (folder / file).exists()}
+    return {name: {file: folder / file for file in files} for name, files in wanted.items()} | {model["classifier"]: graph}
+
+
+def check_ranking(spec: ModelSpec) -> str:
+    """`kit add`'s check: the export, validated against PyTorch on pairs (export.ranking_model)."""
+    meta = exports.export(spec, EXPORTER)
+    chunks = f"by {spec.max_chars} characters" if spec.max_chars else f"to fit the model's {meta['max_tokens']}-token limit"
+    return (
+        f"exported {spec.name}: ONNX Runtime and PyTorch logits differ by at most {meta['max_abs_diff']:.3g} "
+        f"(atol {meta['atol']:g}) on query-document pairs; inputs {', '.join(meta['inputs'])}; documents chunked {chunks} "
+        f"beside the query, each scored by its chunks' {spec.aggregation}"
+    )
