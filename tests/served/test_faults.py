@@ -293,16 +293,28 @@ def test_a_stub_that_dies_before_the_server_is_ready_is_found_dead(tmp_path, rad
     assert not os.path.exists(f"/dev/shm/{victim.shm_region}"), "the killed stub's shared memory was left behind"
 
 
+def killed_stub(server, model: str):
+    """A stub of `model`, killed and seen dead."""
+    victim = next(stub for stub in server.stubs if stub.instance.startswith(model))
+    victim.process.kill()
+    assert wait_for(lambda: not victim.alive(), 10)
+    return victim
+
+
+def scaled_classifier(server):
+    """The classifier's config with one more instance, as an operator scales it, and the repository to load it by."""
+    repo = Repository(server.options.repository, server.options.http_url, None, print)
+    scaled = repo.config_on_disk("radar_classifier")
+    scaled.instance_group[0].count += 1
+    return repo, scaled
+
+
 def test_a_killed_stub_that_a_reload_replaces_leaves_no_region_behind(tmp_path, radar_artifacts):
     """A killed stub's /dev/shm region outlives it; when a reload (here the classifier scaled to one more instance, as
     an operator would) replaces it rather than a restart, the server's next look at its stubs removes it."""
     with own_server(tmp_path) as server:
-        victim = next(stub for stub in server.stubs if stub.instance.startswith("radar_classifier"))
-        victim.process.kill()
-        assert wait_for(lambda: not victim.alive(), 10)
-        repo = Repository(server.options.repository, server.options.http_url, None, print)
-        scaled = repo.config_on_disk("radar_classifier")
-        scaled.instance_group[0].count += 1
+        victim = killed_stub(server, "radar_classifier")
+        repo, scaled = scaled_classifier(server)
         repo.load(scaled)
         assert server.dead_stubs() == [], "a stub the reload replaced is no death"
         assert not os.path.exists(f"/dev/shm/{victim.shm_region}"), "the killed stub's shared memory was left behind"
@@ -313,12 +325,8 @@ def test_the_stubs_of_a_load_in_flight_as_the_server_stops_leave_no_region_behin
     from exiting sooner): a deploy's load racing the supervisor's restart, seen in the chaos run. The stubs it starts
     then are killed with the server, and reaped with it (without the fix, one run of two left three regions)."""
     with own_server(tmp_path) as server:
-        dead = next(stub for stub in server.stubs if stub.instance.startswith("radar_texts"))
-        dead.process.kill()
-        assert wait_for(lambda: not dead.alive(), 10)
-        repo = Repository(server.options.repository, server.options.http_url, None, print)
-        scaled = repo.config_on_disk("radar_classifier")
-        scaled.instance_group[0].count += 1
+        killed_stub(server, "radar_texts")
+        repo, scaled = scaled_classifier(server)
         before = {stub.process.pid for stub in server.current_stubs()}
         log = tmp_path / "server.log"
         started: dict[int, str] = {}
