@@ -16,6 +16,9 @@ from kit.control.configs import parameters
 
 # Triton's refusals by a bounded queue (full, or waited too long), also when relayed by an entry model.
 OVERLOAD = ("maximum queue size", "timeout expired")
+# A dead stub's instance, and a model with no version loaded while a stopping server unloads them: a server going away
+# or coming back, as clients.triton.TRANSIENT says (the door's image holds kit/ and door/ alone).
+RESTARTING = ("is not healthy", "has no available versions")
 PROBE_TIMEOUT = 2.0  # seconds for a readiness question: a hung server is not ready
 
 
@@ -98,7 +101,8 @@ def overloaded(exc: InferenceServerException) -> bool:
 
 
 def unavailable(exc: InferenceServerException) -> bool:
-    """Triton unreachable or restarting (UNAVAILABLE that is not a queue's refusal), or a model instance
-    whose Python stub died (the supervisor restarts the server)."""
+    """Triton unreachable or restarting (UNAVAILABLE that is not a queue's refusal, or a model with no version loaded
+    while a stopping server unloads them), or a model instance whose Python stub died (the supervisor restarts the
+    server): what clients.triton.is_retryable retries."""
     message = exc.message() or ""
-    return not overloaded(exc) and ((exc.status() or "").endswith("UNAVAILABLE") or "not healthy" in message)
+    return not overloaded(exc) and ((exc.status() or "").endswith("UNAVAILABLE") or any(r in message for r in RESTARTING))
