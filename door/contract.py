@@ -106,6 +106,17 @@ class Served:
     def datatype(self, name: str) -> str:
         return wire_type(self.spec.inputs[name][0])
 
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """The outputs the door asks for: its answer's, and CHUNKS where a request may carry several texts."""
+        return (*self.spec.outputs, "CHUNKS") if self.texts_at_once > 1 else self.spec.outputs
+
+    @property
+    def texts_at_once(self) -> int:
+        """How many texts one request may carry: a text entry whose TEXT is [-1] takes `max_request_texts`; else 1."""
+        several = self.dims.get("TEXT") == (-1,) and self.spec.inputs.get("TEXT", ("", ()))[1] == (SEVERAL,)
+        return self.settings.max_request_texts if several else 1
+
 
 @dataclass(frozen=True)
 class Contract:
@@ -181,6 +192,8 @@ def served(model: str, config: mc.ModelConfig) -> Served:
         return Served(Spec(inputs, tuple(outputs), outputs), settings, batched, dims, axes=axes, **common)
     spec = ANSWERS[answer]
     dims = check_tensors(model, spec, config)
+    if dims.get("TEXT") == (-1,) and "CHUNKS" not in {t.name for t in config.output}:
+        raise ContractError(f"{model}: TEXT takes several texts, but no output CHUNKS says which chunks are whose")
     extra: dict = {}
     if answer in LABELLED or answer == "pixels-classes":  # a pixel classifier's labels are optional: its classes'
         extra["labels"] = tuple(json.loads(getattr(settings, "labels", "") or "[]"))

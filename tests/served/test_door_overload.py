@@ -1,5 +1,6 @@
 """The front door under overload and attack, on a server of its own with tiny RADAR queues (built as
-tests/served/test_overload.py builds them): a full queue becomes 429 with a measured Retry-After, the
+tests/served/test_overload.py builds them) and a door that holds at most 4 texts waiting to be coalesced
+(door.coalesce): a full queue, Triton's or the door's, becomes 429 with a measured Retry-After, the
 door's client rides it out with every answer right, the chunked body that crashes Triton 2.51's HTTP
 front end never reaches Triton through the door, and a dead Triton is 503 with Retry-After."""
 
@@ -28,7 +29,8 @@ FLOOD = int(scale("DOOR_FLOOD", 40))
 def tiny(tmp_path_factory, radar_artifacts):
     root = tmp_path_factory.mktemp("door-tiny-queue")
     patches = {"radar_texts": tiny_queue(4, 2, max_batch=1, window=4), "radar_classifier": tiny_queue(8, 1)}
-    with own_server(root, patches) as server, running_door(server.options.grpc_url, root / "door.log") as door:
+    log, env = root / "door.log", {"DOOR_COALESCE_WAITING": "4"}
+    with own_server(root, patches) as server, running_door(server.options.grpc_url, log, env=env) as door:
         yield server, door
 
 

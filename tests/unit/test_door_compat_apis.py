@@ -94,7 +94,7 @@ def client(contract):
 
 
 def running(contract, **settings):
-    settings = DoorSettings(**settings)
+    settings = DoorSettings(coalesce_in_flight=0, **settings)  # a request per text, which the fake answers
     upstream = FakeUpstream(settings, contract)
     with TestClient(create_app(contract, settings, upstream)) as test_client:
         test_client.upstream = upstream
