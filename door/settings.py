@@ -62,7 +62,7 @@ class DoorSettings:
     )
     max_texts: int = setting(64, int, "texts per call of a text route")
     coalesce_in_flight: int = setting(
-        4,
+        8,
         int,
         "requests to a text model the door keeps in flight before concurrent texts wait to go together in the next "
         "one (door.coalesce); 0 sends each text in a request of its own",
