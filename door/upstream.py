@@ -3,10 +3,14 @@ become at the door: outputs, or a problem with the status a client can act on.""
 
 from __future__ import annotations
 
+import asyncio
+import functools
+
 import numpy as np
 import tritonclient.grpc.aio as grpcaio
 from tritonclient.utils import InferenceServerException
 
+from door.coalesce import REFUSED, Coalescer
 from door.contract import Contract
 from door.flow import Flow
 from door.problems import Problem
@@ -20,6 +24,7 @@ OVERLOAD = ("maximum queue size", "timeout expired")
 # or coming back, as clients.triton.TRANSIENT says (the door's image holds kit/ and door/ alone).
 RESTARTING = ("is not healthy", "has no available versions")
 PROBE_TIMEOUT = 2.0  # seconds for a readiness question: a hung server is not ready
+COALESCED_BYTES = 4 << 20  # text in one coalesced request, at most (a longer text goes alone)
 
 
 class Upstream:
@@ -29,6 +34,19 @@ class Upstream:
         self.settings = settings
         self.contract = contract
         self.flows = {model: Flow(settings.rate_window, settings.max_retry_after) for model in contract.models}
+        self.coalescers = {
+            model: Coalescer(
+                model,
+                functools.partial(self.send_texts, model),
+                self.flows[model],
+                settings.coalesce_in_flight,
+                served.texts_at_once,
+                COALESCED_BYTES,
+                settings.coalesce_waiting,
+            )
+            for model, served in contract.models.items()
+            if settings.coalesce_in_flight and served.texts_at_once > 1
+        }
         self.client: grpcaio.InferenceServerClient | None = None
         # The version of each model that answered last: a new one is loaded without a restart (kit.server.deploy).
         self.versions: dict[str, str] = {}
@@ -41,26 +59,48 @@ class Upstream:
             await self.client.close()
 
     async def infer(self, model: str, arrays: dict[str, np.ndarray], request_id: str = "") -> dict[str, np.ndarray]:
+        """One request's outputs, counted in the model's Flow."""
+        flow = self.flows[model]
+        flow.start()
+        answered = False
+        try:
+            outputs = await self.call(model, arrays, request_id, self.settings.triton_timeout)
+            answered = True
+            return outputs
+        except Problem as problem:
+            answered = problem.status not in REFUSED
+            raise
+        finally:
+            flow.finish(answered=answered)
+
+    async def infer_texts(self, model: str, texts: list[bytes], request_id: str = "") -> list[dict[str, np.ndarray]]:
+        """Each text's outputs from the text entry `model`: coalesced with other calls' texts where the entry takes
+        several at once (door.coalesce), else a request each, all at once; the first refusal where one is refused."""
+        coalescer = self.coalescers.get(model)
+        if coalescer is not None:
+            return await coalescer.infer(texts, request_id, self.settings.triton_timeout)
+        return await gathered(self.infer(model, {"TEXT": np.array([text], dtype=np.object_)}, request_id) for text in texts)
+
+    async def send_texts(self, model: str, texts: list[bytes], request_ids: list[str], seconds: float) -> dict:
+        """One request of several texts (a Coalescer's), its id every text's request id."""
+        request_id = ",".join(dict.fromkeys(request_ids))
+        return await self.call(model, {"TEXT": np.array(texts, dtype=np.object_)}, request_id, seconds)
+
+    async def call(self, model: str, arrays: dict[str, np.ndarray], request_id: str, seconds: float) -> dict[str, np.ndarray]:
+        """One request to Triton: its outputs, or the Problem its refusal is."""
         served = self.contract[model]
         inputs = []
         for name, array in arrays.items():
             tensor = grpcaio.InferInput(name, list(array.shape), served.datatype(name))
             tensor.set_data_from_numpy(array)
             inputs.append(tensor)
-        outputs = [grpcaio.InferRequestedOutput(name) for name in served.spec.outputs]
-        flow = self.flows[model]
-        flow.start()
+        outputs = [grpcaio.InferRequestedOutput(name) for name in served.outputs]
         try:
-            result = await self.client.infer(
-                model, inputs, outputs=outputs, request_id=request_id, client_timeout=self.settings.triton_timeout
-            )
+            result = await self.client.infer(model, inputs, outputs=outputs, request_id=request_id, client_timeout=seconds)
         except InferenceServerException as exc:
-            refused = overloaded(exc) or unavailable(exc)
-            flow.finish(answered=not refused)
             raise self.problem(model, exc) from None
-        flow.finish(answered=True)
         self.versions[model] = result.get_response().model_version
-        return {name: result.as_numpy(name) for name in served.spec.outputs}
+        return {name: result.as_numpy(name) for name in served.outputs}
 
     async def golden_set(self, model: str) -> GoldenSet | None:
         """The golden set the served config of `model` carries now (a new version brings its own)."""
@@ -106,3 +146,12 @@ def unavailable(exc: InferenceServerException) -> bool:
     server): what clients.triton.is_retryable retries."""
     message = exc.message() or ""
     return not overloaded(exc) and ((exc.status() or "").endswith("UNAVAILABLE") or any(r in message for r in RESTARTING))
+
+
+async def gathered(calls) -> list:
+    """Every call's answer, all asked at once; the first refusal where one is refused."""
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return outcomes

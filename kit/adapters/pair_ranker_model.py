@@ -11,7 +11,7 @@ own and returns once its chunks fit the window of chunks in flight (kit.adapters
 import numpy as np
 
 from kit.adapters.artifacts import pair_pipeline
-from kit.adapters.grouped_calls import answer_groups, hand_off
+from kit.adapters.grouped_calls import Carried, answer_groups, hand_off
 from kit.adapters.handoff import Background, Window
 from kit.adapters.settings import RankingSettings
 from kit.adapters.triton import Replies, infer, input_array
@@ -30,16 +30,17 @@ class TritonPythonModel:
         self.window = Window(self.settings.chunks_in_flight)
         self.background = Background(f"{self.name}-{args['model_instance_name']}", self.settings.call_threads or None)
 
-    def pair(self, request) -> tuple[str, str]:
-        """The request's query and document; a query that leaves the document no room fails here, alone."""
+    def pair(self, request) -> list[tuple[str, str]]:
+        """The request's query and document (one pair); a query that leaves the document no room fails here, alone."""
         limit = self.settings.max_text_bytes
         query = decode_request_text(input_array(request, "QUERY"), limit, "QUERY")
         document = decode_request_text(input_array(request, "DOCUMENT"), limit, "DOCUMENT")
         self.pipeline.room(query)
-        return query, document
+        return [(query, document)]
 
     @staticmethod
-    def outputs(result: Result) -> dict[str, np.ndarray]:
+    def outputs(results: list[Result]) -> dict[str, np.ndarray]:
+        (result,) = results
         return {
             "SCORE": np.array([result.score], dtype=np.float32),
             "CHUNK_SCORES": result.chunk_scores,
@@ -47,13 +48,13 @@ class TritonPythonModel:
             "TOKENS": np.array([result.tokens], dtype=np.int32),
         }
 
-    async def rank(self, replies: Replies, kept: list[int], plan, held: int, trace) -> None:
+    async def rank(self, replies: Replies, carried: Carried, plan, held: int, trace) -> None:
         async def call(group):
             inputs = group.inputs(self.typed)
             (logits,) = await infer(self.settings.classifier, inputs, [self.pipeline.output], trace, self.version)
             return logits
 
-        await answer_groups(replies, kept, plan, self.pipeline.scores(plan), call, self.outputs, self.window, held)
+        await answer_groups(replies, carried, plan, self.pipeline.scores(plan), call, self.outputs, self.window, held)
 
     def execute(self, requests):
         hand_off(requests, self.entry, self.pair, self.pipeline.plan_many, self.window, self.background_rank)

@@ -129,12 +129,17 @@ def test_tei_predict_answers_the_classifiers_own_scores_best_first(server, tmp_p
 
 
 def test_openais_own_retry_honours_the_doors_429_and_every_answer_is_right(brought_models, references, tmp_path):
-    """An encoder whose texts model queues 2 texts on one instance, and 24 clients at once: the door refuses some with
-    429 and Retry-After, and OpenAI's client, retrying by itself, gets every embedding right."""
+    """An encoder whose texts model queues 2 requests on one instance, a door that holds 2 texts waiting to be
+    coalesced, and 24 clients at once: the door refuses some with 429 and Retry-After, and OpenAI's client, retrying by
+    itself, gets every embedding right."""
     root = tmp_path / "tiny"
     patches = {f"{ENCODER}_texts": tiny_queue(2, 1, max_batch=1, window=4)}
     specs = {ENCODER: brought_models[ENCODER]}
-    with own_server(root, patches, specs=specs) as server, running_door(server.options.grpc_url, root / "door.log") as door:
+    env = {"DOOR_COALESCE_WAITING": "2"}
+    with (
+        own_server(root, patches, specs=specs) as server,
+        running_door(server.options.grpc_url, root / "door.log", env=env) as door,
+    ):
         with openai.OpenAI(base_url=f"{door.url}/v1", api_key="none", max_retries=30) as retrying:
             with ThreadPoolExecutor(24) as pool:
                 answers = list(pool.map(lambda i: retrying.embeddings.create(model=ENCODER, input=TEXTS[i % 4]), range(24)))
