@@ -33,7 +33,8 @@ from transformers.image_processing_backends import PilBackend
 from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES
 
 from export.onnx_validate import TensorSpec, ValidationError, abs_diffs, check_signature, opset, provenance, require_close, sha256
-from export.text_model import DEFAULT_ATOL, DEFAULT_OPSET, ExportError, needs_external_data
+from export.text_checkpoint import ExportError
+from export.text_model import DEFAULT_ATOL, DEFAULT_OPSET, needs_external_data
 from kit.pipelines.errors import InputError
 from kit.pipelines.image_processing import CONVNEXT_WARP_EDGE, Preprocessing
 from kit.runners.torch_models import ImageProbabilities

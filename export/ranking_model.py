@@ -31,22 +31,18 @@ from tokenizers import Tokenizer
 from transformers import AutoModelForSequenceClassification
 
 from export.onnx_validate import ValidationError, check_signature, opset, provenance, sha256
+from export.text_checkpoint import ExportError, load_tokenizer, max_tokens, pad_token_id, write_tokenizer
 from export.text_model import (
     CPU_GRAPH,
     DEFAULT_ATOL,
     DEFAULT_OPSET,
-    SAMPLE_TEXTS,
-    ExportError,
     expected_signature,
     export_onnx,
     link_cpu_graph,
-    load_tokenizer,
-    max_tokens,
     needs_external_data,
-    pad_token_id,
     validate,
-    write_tokenizer,
 )
+from export.text_samples import SAMPLE_TEXTS
 from kit.pipelines.text.pairs import pair_token_lengths
 from kit.runners.torch_models import LogitsOnly
 from samples.texts import sample_texts

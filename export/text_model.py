@@ -55,9 +55,6 @@ import onnxruntime
 import onnxscript
 import torch
 import transformers
-from tokenizers import Tokenizer
-from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer, PreTrainedTokenizerBase
-from transformers.utils import cached_file
 
 from export.accuracy_gate import Thresholds, agreement
 from export.cpu_graphs import WEIGHT_FORMATS, fuse, quantize_int8, remove_graph
@@ -72,148 +69,48 @@ from export.onnx_validate import (
     require_close,
     sha256,
 )
+from export.text_checkpoint import (
+    CLASSIFICATION,
+    FEATURE_EXTRACTION,
+    ExportError,
+    load_model,
+    load_tokenizer,
+    max_tokens,
+    pad_token_id,
+    write_tokenizer,
+)
+from export.text_samples import (
+    CANARY_TOLERANCE,
+    GATE_BATCH,
+    GATE_SAMPLE,
+    INPUT_NAMES,
+    canary,
+    gate_texts,
+    padded_batches,
+    sample_batches,
+    torch_logits,
+    torch_probabilities,
+    write_token_lengths,
+)
 from kit.pipelines.text.aggregate import ai_probability
-from kit.pipelines.text.pipeline import DEFAULT_MAX_CHARS, chunk_token_lengths
-from kit.runners.torch_models import POOLING_FILE, POOLINGS, LogitsOnly, PooledEmbeddings, TokenModel, usable_positions
-from samples.texts import MULTILINGUAL, sample_texts
+from kit.pipelines.text.pipeline import DEFAULT_MAX_CHARS
+from kit.runners.torch_models import POOLING_FILE, POOLINGS, TokenModel
 
 # Opset 18 is the dynamo exporter's floor and runs on the onnxruntime of current Triton releases.
 DEFAULT_OPSET = 18
 DEFAULT_ATOL = 1e-4
 CHECKPOINT = "checkpoint"
-INPUT_NAMES = ("input_ids", "attention_mask")
-CLASSIFICATION, FEATURE_EXTRACTION = "text-classification", "feature-extraction"
 OUTPUT_NAMES = {CLASSIFICATION: "logits", FEATURE_EXTRACTION: "embeddings"}
 WHAT = {CLASSIFICATION: "a sequence classifier", FEATURE_EXTRACTION: "a text encoder"}
-# sentence-transformers' module types (modules.json) that the embedder reproduces; any other module is refused
-ST_MODULES = {f"sentence_transformers.models.{name}" for name in ("Transformer", "Pooling", "Normalize")}
-ST_POOLING_MODES = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls"}
 # A single ONNX file is a protobuf, which cannot exceed 2 GiB; keep headroom for the graph itself.
 EXTERNAL_DATA_THRESHOLD = 2**31 - 2**27
-# The texts buckets are chosen for: the field report's lengths with a multilingual tail.
-BUCKET_SAMPLE = {"count": 400, "min_chars": 100, "max_chars": 800, "seed": 1, "multilingual": 0.05}
-# The INT8 gate's texts: one chunk each, a third of them Chinese, Korean and emoji-heavy.
-GATE_SAMPLE = {"count": 48, "min_chars": 40, "max_chars": DEFAULT_MAX_CHARS, "seed": 3, "multilingual": 0.3}
-GATE_BATCH = 8
 GRAPHS = {"fp32": "model.onnx", "fused": "model.fused.onnx", "int8": "model.int8.onnx"}
 CPU_GRAPH = "model.cpu.onnx"
 DEFAULT_PRECISION = "fused"
-# The canary's tolerance on a probability for graphs that passed --atol: far above what padding to a
-# length bucket moves (about 1e-6), far below what a wrong graph or precision moves.
-CANARY_TOLERANCE = 1e-3
-UNSET_MAX_LENGTH = 1_000_000  # tokenizers without a stated limit report int(1e30)
-SAMPLE_TEXTS = [
-    "The committee will meet on Thursday to review the budget.",
-    "Large language models can produce fluent paragraphs on almost any topic, which makes it hard "
-    "for readers to tell whether a person or a machine wrote a given text.",
-    "Short one.",
-    "Detectors are trained adversarially: a paraphraser tries to evade the detector while the "
-    "detector learns from the paraphrases. Mixed scripts test the byte-level tokenizer: café, "
-    "naïve, 人工智能, 한국어, 🤖✨.",
-    "I walked to the market this morning and bought bread, cheese and a few apples.",
-    "OK",
-    "In conclusion, the results demonstrate that the proposed method achieves state-of-the-art "
-    "performance across all benchmarks while remaining computationally efficient.",
-]
-
-
-class ExportError(Exception):
-    """The source cannot be exported as asked; the message says why."""
 
 
 def step(message: str) -> None:
     print(f"[export.text_model] {message}", file=sys.stderr, flush=True)
-
-
-def sentence_transformers_pooling(source: str) -> tuple[str | None, bool | None]:
-    """The pooling and normalisation a sentence-transformers checkpoint declares (None for each it does not): what
-    sentence-transformers would compute, which the embedder must match."""
-    modules_file = cached_file(source, "modules.json", _raise_exceptions_for_missing_entries=False)
-    if modules_file is None:
-        return None, None
-    modules = json.loads(Path(modules_file).read_text())
-    unknown = [m["type"] for m in modules if m["type"] not in ST_MODULES]
-    if unknown:
-        raise ExportError(f"its sentence-transformers modules include {', '.join(unknown)}, which the kit does not reproduce")
-    normalize = any(m["type"].endswith(".Normalize") for m in modules)
-    pooling = None
-    for module in modules:
-        if module["type"].endswith(".Pooling"):
-            config_file = cached_file(source, f"{module['path']}/config.json", _raise_exceptions_for_missing_entries=False)
-            settings = json.loads(Path(config_file).read_text())
-            modes = [key for key, on in settings.items() if key.startswith("pooling_mode") and on]
-            if len(modes) != 1 or modes[0] not in ST_POOLING_MODES:
-                raise ExportError(f"its Pooling module uses {modes}; the kit pools by one of {list(ST_POOLING_MODES)}")
-            pooling = ST_POOLING_MODES[modes[0]]
-    return pooling, normalize
-
-
-def load_model(source: str, task: str = CLASSIFICATION, pooling: str | None = None, normalize: bool | None = None) -> TokenModel:
-    """The module exported and served: a classifier's logits, or an encoder's pooled embedding."""
-    if task == CLASSIFICATION:
-        model = AutoModelForSequenceClassification.from_pretrained(source, dtype=torch.float32)
-        model.config.use_cache = False  # a classifier needs no cache, and a cache breaks the export
-        return LogitsOnly(model.eval()).eval()
-    declared_pooling, declared_normalize = sentence_transformers_pooling(source)
-    encoder = AutoModel.from_pretrained(source, dtype=torch.float32).eval()
-    chosen = pooling or declared_pooling or "mean"
-    return PooledEmbeddings(encoder, chosen, bool(declared_normalize if normalize is None else normalize)).eval()
-
-
-def load_tokenizer(source: str) -> PreTrainedTokenizerBase:
-    """Serving tokenizes with the `tokenizers` library, so only a fast tokenizer has a tokenizer.json to ship."""
-    tokenizer = AutoTokenizer.from_pretrained(source)
-    if not getattr(tokenizer, "is_fast", False):
-        raise ExportError(
-            f"{source} has a slow (Python) tokenizer {type(tokenizer).__name__}; the export needs a fast "
-            "tokenizer with a tokenizer.json that `tokenizers.Tokenizer` can load"
-        )
-    return tokenizer
-
-
-def max_tokens(config, tokenizer) -> int:
-    """The longest input, special tokens included, that both the tokenizer and the positions allow."""
-    limits = [n for n in (usable_positions(config), tokenizer.model_max_length) if n and n < UNSET_MAX_LENGTH]
-    if not limits:
-        raise ExportError("neither the model config nor the tokenizer states a maximum input length")
-    return min(limits)
-
-
-def pad_token_id(tokenizer) -> int:
-    if tokenizer.pad_token_id is None:
-        raise ExportError("the tokenizer has no pad token, so chunks cannot be batched")
-    return int(tokenizer.pad_token_id)
-
-
-def encode(tokenizer, texts: list[str], limit: int) -> Batch:
-    """One batch, padded to its longest text, truncated at `limit` tokens."""
-    encoded = tokenizer(texts, padding=True, truncation=True, max_length=limit, return_tensors="np")
-    return {name: encoded[name].astype(np.int64) for name in INPUT_NAMES}
-
-
-def sample_batches(tokenizer, limit: int) -> list[Batch]:
-    """Batch sizes 1 and 3, padded to different lengths, and one input of the full `limit` tokens."""
-    groups = [SAMPLE_TEXTS[:1], SAMPLE_TEXTS[1:4], SAMPLE_TEXTS[4:7], [" ".join(SAMPLE_TEXTS * 20)]]
-    return [encode(tokenizer, texts, limit) for texts in groups]
-
-
-def padded_batches(tokenizer, texts: list[str], limit: int, size: int) -> list[Batch]:
-    return [encode(tokenizer, texts[start : start + size], limit) for start in range(0, len(texts), size)]
-
-
-def gate_texts(max_chars: int) -> list[str]:
-    """Shortest first, so that batches of neighbours waste little padding (RoBERTa-large on 2 cores)."""
-    return sorted((text[:max_chars] for text in sample_texts(**GATE_SAMPLE)), key=len)
-
-
-def canary_texts(max_chars: int) -> list[str]:
-    """Short texts in English, mixed scripts, Chinese, Korean and emoji: each one chunk as served."""
-    texts = [SAMPLE_TEXTS[0], SAMPLE_TEXTS[1], SAMPLE_TEXTS[3], SAMPLE_TEXTS[6], *MULTILINGUAL]
-    return [text for text in texts if not max_chars or len(text) <= max_chars]
-
-
-def torch_probabilities(model: TokenModel, batches: list[Batch], ai_label_index: int) -> np.ndarray:
-    return np.concatenate([ai_probability(torch_logits(model, batch), ai_label_index) for batch in batches])
 
 
 def onnx_probabilities(path: Path, batches: list[Batch], ai_label_index: int) -> np.ndarray:
@@ -256,12 +153,6 @@ def expected_signature(
     axes = ("batch_size", "sequence_length")
     inputs = [TensorSpec(name, np.dtype(np.int64), axes) for name in names]
     return inputs, [TensorSpec(output, np.dtype(np.float32), ("batch_size", width))]
-
-
-def torch_logits(model: TokenModel, batch: Batch) -> np.ndarray:
-    """The module's output on a batch: a classifier's logits, or an encoder's embeddings."""
-    with torch.no_grad():
-        return model(*(torch.from_numpy(batch[name]) for name in INPUT_NAMES)).numpy()
 
 
 def validate(path: Path, batches: list[Batch], expected: list[np.ndarray], atol: float, output: str) -> float:
@@ -344,7 +235,7 @@ def int8_graph(
             f"decisions agree on {result.agreement:.2%} (the reference calls {result.reference_positive_share:.0%} AI)"
         )
         if not result.failures(limits):
-            sample_spec = {"texts": "export.text_model.gate_texts", **GATE_SAMPLE}
+            sample_spec = {"texts": "export.text_samples.gate_texts", **GATE_SAMPLE}
             accuracy = result.record(limits)
             return {
                 "file": quantized.name,
@@ -358,35 +249,6 @@ def int8_graph(
     remove_graph(quantized)
     reasons = "; ".join(f"{f['weights']} weights: {', '.join(f['failures'])}" for f in failed)
     raise ValidationError(f"the INT8 graph fails its accuracy gate on {len(texts)} texts in every weight format ({reasons})")
-
-
-def canary(model: TokenModel, tokenizer, limit: int, max_chars: int, ai_label_index: int, tolerance: float) -> dict:
-    """The served-numerics canary: each text alone (no padding) through the source model."""
-    texts = canary_texts(max_chars)
-    scores = torch_probabilities(model, padded_batches(tokenizer, texts, limit, 1), ai_label_index)
-    return {
-        "texts": texts,
-        "scores": [round(float(score), 7) for score in scores],
-        "tolerance": tolerance,
-        "reference": "PyTorch fp32 (source model)",
-    }
-
-
-def write_tokenizer(tokenizer: PreTrainedTokenizerBase, path: Path) -> None:
-    """The backend tokenizer without padding or truncation state, which validation calls leave on it."""
-    backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
-    backend.no_padding()
-    backend.no_truncation()
-    backend.save(str(path))
-
-
-def write_token_lengths(tokenizer_path: Path, max_tokens: int, max_chars: int, path: Path) -> int:
-    """Chunk token lengths of the bucket sample, with the tokenizer serving loads; returns the chunk count."""
-    tokenizer = Tokenizer.from_file(str(tokenizer_path))
-    lengths = chunk_token_lengths(tokenizer, sample_texts(**BUCKET_SAMPLE), max_chars, max_tokens)
-    sample = {"texts": "samples.texts.sample_texts", **BUCKET_SAMPLE}
-    path.write_text(json.dumps({"max_chars": max_chars, "max_tokens": max_tokens, "sample": sample, "lengths": lengths}) + "\n")
-    return len(lengths)
 
 
 def export(

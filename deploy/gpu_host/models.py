@@ -28,7 +28,8 @@ from export.resnet import CHECKPOINT
 from export.resnet import make_standin as make_resnet_standin
 from export.resnet_cost import BATCHES, SIDES, measure, write_cost
 from export.standins import build_model, corpus, make_config, train_tokenizer, wrap_tokenizer
-from export.text_model import max_tokens, pad_token_id, write_token_lengths, write_tokenizer
+from export.text_checkpoint import max_tokens, pad_token_id, write_tokenizer
+from export.text_samples import write_token_lengths
 from kit.pipelines.text.pipeline import DEFAULT_MAX_CHARS
 from kit.runners.torch import TorchModel, TorchOptions
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from export import text_model
+from export import text_checkpoint, text_model, text_samples
 from kit.runners.torch import TorchModel, TorchOptions
 from tests import checkpoints
 
@@ -40,14 +40,14 @@ def by_hand(folder, inputs: dict[str, np.ndarray], pooling: str, normalize: bool
 
 def encode(folder, texts):
     encoded = AutoTokenizer.from_pretrained(folder)(texts, padding=True, return_tensors="np")
-    return {name: encoded[name].astype(np.int64) for name in text_model.INPUT_NAMES}
+    return {name: encoded[name].astype(np.int64) for name in text_samples.INPUT_NAMES}
 
 
 @pytest.mark.parametrize(
     "kind, options, pooling, normalize", [("bert_encoder", {}, "mean", True), ("mpnet", {"pooling": "cls"}, "cls", False)]
 )
 def test_the_graph_and_the_runner_give_the_embedding_pooled_as_declared(encoders, tmp_path, kind, options, pooling, normalize):
-    meta = text_model.export(str(encoders[kind]), tmp_path, task=text_model.FEATURE_EXTRACTION, **options)
+    meta = text_model.export(str(encoders[kind]), tmp_path, task=text_checkpoint.FEATURE_EXTRACTION, **options)
     assert (meta["task"], meta["pooling"], meta["normalize"], meta["dimensions"]) == (
         "feature-extraction",
         pooling,
@@ -68,10 +68,10 @@ def test_a_sentence_transformers_module_the_kit_cannot_reproduce_is_refused(enco
     shutil.copytree(encoders["bert_encoder"], folder)
     modules = [*checkpoints.ST_MODULES, {"idx": 3, "name": "3", "path": "3_Dense", "type": "sentence_transformers.models.Dense"}]
     (folder / "modules.json").write_text(json.dumps(modules))
-    with pytest.raises(text_model.ExportError, match="sentence_transformers.models.Dense"):
-        text_model.export(str(folder), tmp_path / "out", task=text_model.FEATURE_EXTRACTION)
+    with pytest.raises(text_checkpoint.ExportError, match="sentence_transformers.models.Dense"):
+        text_model.export(str(folder), tmp_path / "out", task=text_checkpoint.FEATURE_EXTRACTION)
 
 
 def test_an_encoder_has_no_int8_graph(encoders, tmp_path):
-    with pytest.raises(text_model.ExportError, match="no INT8 graph"):
-        text_model.export(str(encoders["mpnet"]), tmp_path, task=text_model.FEATURE_EXTRACTION, precision="int8")
+    with pytest.raises(text_checkpoint.ExportError, match="no INT8 graph"):
+        text_model.export(str(encoders["mpnet"]), tmp_path, task=text_checkpoint.FEATURE_EXTRACTION, precision="int8")

@@ -13,7 +13,7 @@ import torch
 from tokenizers import Tokenizer
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from export import text_model
+from export import text_checkpoint, text_model, text_samples
 from export.accuracy_gate import Thresholds, agreement
 from export.onnx_validate import TensorSpec, ValidationError, graph_signature, require_close, sha256
 from export.standins import make_standin
@@ -44,7 +44,7 @@ def exported(standin, tmp_path_factory):
 
 def encode(tokenizer, texts):
     encoded = tokenizer(texts, padding=True, truncation=True, max_length=512, return_tensors="np")
-    return {name: encoded[name].astype(np.int64) for name in text_model.INPUT_NAMES}
+    return {name: encoded[name].astype(np.int64) for name in text_samples.INPUT_NAMES}
 
 
 def test_export_names_inputs_outputs_and_dynamic_axes(exported):
@@ -105,7 +105,7 @@ def test_tokenizer_json_round_trips_through_tokenizers(standin, exported):
 
 
 def test_export_fails_with_clear_message_when_onnx_differs_above_atol(standin, tmp_path, monkeypatch, capsys):
-    torch_logits = text_model.torch_logits
+    torch_logits = text_samples.torch_logits
     monkeypatch.setattr(text_model, "torch_logits", lambda model, batch: torch_logits(model, batch) + 1e-3)
     code = text_model.main(["--model", str(standin), "--out", str(tmp_path), "--atol", "1e-4"])
     assert code != 0
@@ -128,14 +128,14 @@ def test_weights_over_the_threshold_go_to_an_external_data_file(standin, tmp_pat
 
 
 def test_ai_label_index_must_name_a_label(standin, tmp_path):
-    with pytest.raises(text_model.ExportError, match="not a label"):
+    with pytest.raises(text_checkpoint.ExportError, match="not a label"):
         text_model.export(str(standin), tmp_path, ai_label_index=2)
 
 
 def test_slow_tokenizer_is_rejected_with_a_reason(monkeypatch):
-    monkeypatch.setattr(text_model.AutoTokenizer, "from_pretrained", lambda source: SimpleNamespace(is_fast=False))
-    with pytest.raises(text_model.ExportError, match="fast"):
-        text_model.load_tokenizer("some/slow-model")
+    monkeypatch.setattr(text_checkpoint.AutoTokenizer, "from_pretrained", lambda source: SimpleNamespace(is_fast=False))
+    with pytest.raises(text_checkpoint.ExportError, match="fast"):
+        text_checkpoint.load_tokenizer("some/slow-model")
 
 
 @pytest.mark.parametrize(
@@ -149,7 +149,7 @@ def test_slow_tokenizer_is_rejected_with_a_reason(monkeypatch):
 )
 def test_max_tokens_counts_only_usable_positions(model_type, positions, tokenizer_limit, expected):
     config = SimpleNamespace(model_type=model_type, max_position_embeddings=positions, pad_token_id=1)
-    assert text_model.max_tokens(config, SimpleNamespace(model_max_length=tokenizer_limit)) == expected
+    assert text_checkpoint.max_tokens(config, SimpleNamespace(model_max_length=tokenizer_limit)) == expected
 
 
 def test_nan_difference_fails_validation():
@@ -200,13 +200,13 @@ def test_int8_export_serves_a_quantized_graph_and_records_true_gate_figures(stan
     assert (out / text_model.CPU_GRAPH).samefile(out / "model.int8.onnx")
     assert op_counts(out / "model.int8.onnx").get("MatMulInteger", 0) > 0
     recorded = meta["graphs"]["int8"]["accuracy"]
-    texts = text_model.gate_texts(300)
+    texts = text_samples.gate_texts(300)
     assert recorded["texts"] == len(texts) and any(not text.isascii() for text in texts)
     tokenizer = AutoTokenizer.from_pretrained(standin)
     session = ort.InferenceSession(str(out / "model.int8.onnx"), providers=["CPUExecutionProvider"])
     got = []
-    for start in range(0, len(texts), text_model.GATE_BATCH):
-        (logits,) = session.run(["logits"], encode(tokenizer, texts[start : start + text_model.GATE_BATCH]))
+    for start in range(0, len(texts), text_samples.GATE_BATCH):
+        (logits,) = session.run(["logits"], encode(tokenizer, texts[start : start + text_samples.GATE_BATCH]))
         got += list(ai_probabilities(logits))
     measured = agreement(source_probabilities(standin, texts), np.array(got))
     assert measured.max_abs_diff == pytest.approx(recorded["max_abs_diff"], abs=1e-5)
@@ -243,7 +243,7 @@ def test_canary_holds_the_source_models_scores_for_one_chunk_texts(standin, whic
     canary = meta["canary"]
     assert all(len(text) <= 300 for text in canary["texts"]) and any(not text.isascii() for text in canary["texts"])
     np.testing.assert_allclose(canary["scores"], source_probabilities(standin, canary["texts"]), atol=1e-6)
-    expected_tolerance = Thresholds().max_abs_diff if meta["precision"] == "int8" else text_model.CANARY_TOLERANCE
+    expected_tolerance = Thresholds().max_abs_diff if meta["precision"] == "int8" else text_samples.CANARY_TOLERANCE
     assert canary["tolerance"] == expected_tolerance
 
 
@@ -260,6 +260,6 @@ def test_accuracy_gate_measures_difference_and_decision_agreement():
 def test_also_int8_gates_the_int8_graph_while_the_cpu_serves_the_fused_one(standin, tmp_path):
     meta = text_model.export(str(standin), tmp_path, also_int8=True)
     assert meta["cpu_graph"] == "model.fused.onnx" and (tmp_path / text_model.CPU_GRAPH).samefile(tmp_path / "model.fused.onnx")
-    assert meta["graphs"]["int8"]["accuracy"]["texts"] == len(text_model.gate_texts(300))
+    assert meta["graphs"]["int8"]["accuracy"]["texts"] == len(text_samples.gate_texts(300))
     assert op_counts(tmp_path / "model.int8.onnx").get("MatMulInteger", 0) > 0
-    assert meta["canary"]["tolerance"] == text_model.CANARY_TOLERANCE
+    assert meta["canary"]["tolerance"] == text_samples.CANARY_TOLERANCE

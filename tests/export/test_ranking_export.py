@@ -11,7 +11,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from export import ranking_model
-from export.text_model import ExportError
+from export.text_checkpoint import ExportError
 from kit.runners.torch import TorchModel, TorchOptions
 from tests import checkpoints
 

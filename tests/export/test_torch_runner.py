@@ -16,7 +16,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from export import resnet, text_model
+from export import resnet, text_model, text_samples
 from export.standins import make_standin
 from kit.pipelines.batching.merge import CostModel
 from kit.runners.batched import run_batched
@@ -45,7 +45,7 @@ def classifier(radar_export):
 
 def encode(tokenizer, texts: list[str]) -> dict[str, np.ndarray]:
     encoded = tokenizer(texts, padding=True, return_tensors="np")
-    return {name: encoded[name].astype(np.int64) for name in text_model.INPUT_NAMES}
+    return {name: encoded[name].astype(np.int64) for name in text_samples.INPUT_NAMES}
 
 
 def onnx_run(path, output: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
@@ -64,7 +64,7 @@ def test_runner_gives_the_onnx_logits_on_padded_batches_of_mixed_lengths(radar_e
     out, meta = radar_export
     tokenizer = AutoTokenizer.from_pretrained(out / "checkpoint")
     batches = [encode(tokenizer, texts) for texts in (MIXED_TEXTS, MIXED_TEXTS[:2], MIXED_TEXTS[3:4])]
-    batches += text_model.sample_batches(tokenizer, meta["max_tokens"])  # the export's own, up to 512 tokens
+    batches += text_samples.sample_batches(tokenizer, meta["max_tokens"])  # the export's own, up to 512 tokens
     for batch in batches:
         assert len(batch["input_ids"]) == 1 or (batch["attention_mask"] == 0).any()
         got = classifier(batch)["logits"]
