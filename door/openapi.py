@@ -16,7 +16,11 @@ RETRY_AFTER = {
 }
 # What each status means on an inference route, in the order the door checks (docs/DOOR.md#limits).
 STATUSES = {
-    400: ("the body is not JSON, form or base64 as it should be (malformed-body)", {}),
+    400: (
+        "the body is not JSON, form or base64 as it should be, or a pixels body's data is not the length its shape "
+        "needs (malformed-body)",
+        {},
+    ),
     401: ("no valid key (X-API-Key, or Authorization: Bearer), where the door has keys (missing-api-key)", {}),
     408: ("the body did not arrive in full in time (body-timeout)", {}),
     413: ("the body, a text or an image is over its limit (body-too-large, text-too-large, image-too-large)", {}),

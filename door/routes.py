@@ -357,7 +357,7 @@ def float32_array(text: str, shape: tuple[int, ...]) -> np.ndarray:
         raise Problem(400, "malformed-body", "data is not base64") from None
     want = 4 * math.prod(shape)
     if len(raw) != want:
-        raise Problem(422, "invalid-request", f"data holds {len(raw)} bytes; shape {list(shape)} needs {want} (float32)")
+        raise Problem(400, "malformed-body", f"data holds {len(raw)} bytes; shape {list(shape)} needs {want} (float32)")
     return np.frombuffer(raw, dtype="<f4").reshape(shape)
 
 

@@ -178,7 +178,7 @@ def pixels_request(channels: int, max_pixels: int) -> type[BaseModel]:
                 "contentEncoding": "base64",
             },
             description="base64 of the float32 little-endian values, C order (channel, row, column): exactly "
-            f"4 x {channels} x height x width bytes",
+            f"4 x {channels} x height x width bytes (a 400 otherwise)",
         )
 
     return PixelsRequest

@@ -179,6 +179,8 @@ def test_limits_of_the_served_configs_are_enforced_before_triton(client, contrac
     assert_problem(client.post("/v1/resnet50", json={"shape": [3, side, side], "data": "A" * 16}), 413, "image-too-large")
     assert_problem(client.post("/v1/resnet50", json={"shape": [1, 4, 4], "data": ""}), 422, "invalid-request")
     assert_problem(client.post("/v1/resnet50", json={"shape": [3, 4, 4], "data": "AAAA"}), 422, "invalid-request")
+    one_pixel = base64.b64encode(bytes(4 * 3)).decode()  # valid data, of a 1 x 1 image: its shape says 4 x 4
+    assert_problem(client.post("/v1/resnet50", json={"shape": [3, 4, 4], "data": one_pixel}), 400, "malformed-body")
     assert client.upstream.sent == []
 
 
