@@ -15,5 +15,7 @@ SEED = 40  # its first faults: a deploy with a stub killed during it, a stub kil
 
 def test_faults_under_load_end_in_right_answers_or_clear_refusals_with_nothing_lost(tmp_path, radar_artifacts):
     figures = run(Options(seconds=SECONDS, seed=SEED, work=tmp_path))
-    save_result("chaos_test", {key: figures[key] for key in ("seconds", "requests", "faults", "memory", "problems")})
+    # Everything but the clients' names: what explains a failure (the supervisor's events, the stubs it knew at the
+    # end, readiness) is in the saved result, not only in the kit's logs that the test's tmp_path rotates away.
+    save_result("chaos_test", {key: value for key, value in figures.items() if key != "clients"})
     assert figures["problems"] == [], figures["problems"]
