@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -310,19 +311,29 @@ class TritonServer:
             if stub.alive():
                 continue
             replaced = newest.get((stub.model_py, stub.instance), 0.0) > stub.process.create_time()
-            if replaced or not self.version_ready(stub):
+            serving = None if replaced else self.version_ready(stub)
+            if replaced or serving is False:
                 stub.remove_region()  # replaced by a reload or ended by an unload: a stub killed meanwhile left it
                 continue
-            stub.ended_at = stub.ended_at or now
+            if serving:  # unknown (the probe went unanswered): kept, and judged again at the next call
+                stub.ended_at = stub.ended_at or now
             self.stubs.append(stub)
         return [stub.instance for stub in self.stubs if stub.dead()]
 
-    def version_ready(self, stub: Stub) -> bool:
+    def version_ready(self, stub: Stub) -> bool | None:
+        """Whether the stub's version serves; None where Triton did not answer (a loaded or paused server): a dead
+        stub forgotten then would never be found again, since a zombie's command line can no longer be read."""
         parts = PurePath(stub.model_py).parts
         if len(parts) < 3:
             return False
         model, version = parts[-3], parts[-2]
-        return answers_ok(f"http://{self.options.http_url}/v2/models/{model}/versions/{version}/ready")
+        try:
+            with urllib.request.urlopen(f"http://{self.options.http_url}/v2/models/{model}/versions/{version}/ready", timeout=2):
+                return True
+        except urllib.error.HTTPError:  # answered: not ready, or no such model or version
+            return False
+        except (OSError, http.client.HTTPException):  # refused, reset, timed out, or cut off mid-answer
+            return None
 
     def wait_ready(self, timeout: float) -> None:
         """Records the stubs as they start, so that one that dies before the server is ready is known: its command

@@ -309,6 +309,24 @@ def scaled_classifier(server):
     return repo, scaled
 
 
+def test_a_stub_killed_while_triton_does_not_answer_is_still_found_dead(tmp_path, radar_artifacts):
+    """Seen in a loaded run of the chaos test: a killed stub's readiness probe went unanswered, the stub was taken as
+    ended by an unload and forgotten, and as a zombie it could never be found again, so no restart came and the door
+    stayed unready. Here Triton is paused (SIGSTOP) while a stub dies, so the probe cannot be answered, whatever the
+    machine's load: the stub must be kept, and found dead once Triton answers again."""
+    with own_server(tmp_path) as server:
+        victim = next(stub for stub in server.stubs if stub.instance.startswith("radar_classifier"))
+        server.process.send_signal(signal.SIGSTOP)
+        try:
+            victim.process.kill()
+            assert wait_for(lambda: not victim.alive(), 10)
+            assert server.dead_stubs() == [], "judged while Triton cannot say whether its version serves"
+            assert victim.process.pid in {stub.process.pid for stub in server.stubs}, "the dead stub was forgotten"
+        finally:
+            server.process.send_signal(signal.SIGCONT)
+        assert wait_for(lambda: victim.instance in server.dead_stubs(), 30), server.stubs
+
+
 def test_a_killed_stub_that_a_reload_replaces_leaves_no_region_behind(tmp_path, radar_artifacts):
     """A killed stub's /dev/shm region outlives it; when a reload (here the classifier scaled to one more instance, as
     an operator would) replaces it rather than a restart, the server's next look at its stubs removes it."""
