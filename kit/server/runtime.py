@@ -239,11 +239,19 @@ class Stub:
 def answers_ok(url: str, timeout: float = 2) -> bool:
     """Whether a GET of `url` answers 200: health and readiness probes of the server, the door and
     the baselines."""
+    return status_of(url, timeout) == 200
+
+
+def status_of(url: str, timeout: float = 2) -> int | None:
+    """The status a GET of `url` answers; None where nothing answered (refused, reset, timed out, or cut off
+    mid-answer), which a probe must not read as a "no"."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
-            return response.status == 200
-    except (OSError, http.client.HTTPException):  # refused, reset, timed out, or cut off mid-answer
-        return False
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (OSError, http.client.HTTPException):
+        return None
 
 
 class TritonServer:
@@ -327,13 +335,8 @@ class TritonServer:
         if len(parts) < 3:
             return False
         model, version = parts[-3], parts[-2]
-        try:
-            with urllib.request.urlopen(f"http://{self.options.http_url}/v2/models/{model}/versions/{version}/ready", timeout=2):
-                return True
-        except urllib.error.HTTPError:  # answered: not ready, or no such model or version
-            return False
-        except (OSError, http.client.HTTPException):  # refused, reset, timed out, or cut off mid-answer
-            return None
+        status = status_of(f"http://{self.options.http_url}/v2/models/{model}/versions/{version}/ready")
+        return None if status is None else status == 200
 
     def wait_ready(self, timeout: float) -> None:
         """Records the stubs as they start, so that one that dies before the server is ready is known: its command
