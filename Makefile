@@ -237,10 +237,11 @@ $(CRD_CHECK)/.installed: deploy/k8s/crd-check/package.json deploy/k8s/crd-check/
 	cd $(CRD_CHECK) && npm ci --no-audit --no-fund --silent
 	touch $@
 
-# Reliability (perf/RELIABILITY.md): longer runs of the peak, soak and fuzz tests that `make test`
+# Reliability (perf/RELIABILITY.md): longer runs of the peak, soak, fuzz and chaos tests that `make test`
 # runs briefly. Loopback only, bounded in count and time; each prints its figures and writes
 # build/reliability/*.json.
-.PHONY: soak peak fuzz
+.PHONY: soak peak fuzz chaos
+CHAOS_SECONDS ?= 1200
 
 soak: $(VENV)/serve/.installed export ## 10-minute soak of the kit, then of the Flask baseline: RSS slope after warm-up
 	KIT_SOAK_SECONDS=600 $(SERVE_PY) -m pytest tests/served/test_soak.py -q -s $(PYTEST_ARGS)
@@ -251,6 +252,9 @@ peak: $(VENV)/serve/.installed export ## 4,000 requests at once per protocol, pa
 
 fuzz: $(VENV)/serve/.installed export ## 5,000 malformed requests per protocol against a server of its own
 	KIT_FUZZ_CASES=5000 $(SERVE_PY) -m pytest tests/served/test_fuzz.py -q -s $(PYTEST_ARGS)
+
+chaos: $(VENV)/serve/.installed export ## 20 minutes (CHAOS_SECONDS) of faults under load: 64 clients, a fault every 20-60 s, every answer checked -> build/reliability/chaos.{json,md}
+	$(SERVE_PY) -m perf chaos --seconds $(CHAOS_SECONDS) --out build/reliability/chaos.json
 
 # OCR in the performance kit (perf/specs/ocr*.json): the kit's `ocr` against FastAPI + uvicorn on the
 # same pipeline and PP-OCRv4 models, and the in-process limit; `make perf` is the RADAR sweep.

@@ -145,15 +145,24 @@ class ThreadLocalClients:
 # expired") and sends no Retry-After; a restarting server refuses connections. None of these did any
 # work, and inference has no side effects, so they are safe to retry. INVALID_ARG / 400 never is.
 RETRYABLE_STATUSES = frozenset({"StatusCode.UNAVAILABLE", "503"})
+# Two answers of a server that is going away or coming back, retried like a restarting server's: a request routed to a
+# model instance whose Python stub died (INTERNAL / 500 from the model itself, UNAVAILABLE where an entry model relays
+# it: the kit's supervisor restarts the server within seconds), and a request for a model none of whose versions is
+# loaded at the moment (NOT_FOUND / 400 while a stopping server unloads its models and still answers, as it does for
+# the seconds of a restart or a rolling update). The door answers both with 503 and Retry-After.
+TRANSIENT = ("is not healthy", "has no available versions")
 
 
 def is_retryable(exc: BaseException) -> bool:
-    """True for overload and unreachable-server errors; false for bad input and server bugs.
+    """True for overload, an unreachable or restarting server and a dead stub; false for bad input and server bugs.
 
     gRPC also answers a call to an admin endpoint without its key with UNAVAILABLE: not retried.
     """
     if isinstance(exc, InferenceServerException):
-        return exc.status() in RETRYABLE_STATUSES and "is restricted" not in (exc.message() or "")
+        message = exc.message() or ""
+        if exc.status() in RETRYABLE_STATUSES:
+            return "is restricted" not in message
+        return any(reason in message for reason in TRANSIENT)
     return isinstance(exc, ConnectionError)
 
 

@@ -49,6 +49,7 @@ from kit.control.specs import (
 log = logging.getLogger("door")
 
 ANY = None  # a dimension the route takes from the config (a pixel tensor's channels)
+SEVERAL = "n"  # 1, or -1 where the model takes several at once (a text entry's TEXT [n], which the door coalesces into)
 # The typed settings an entry of each answer reads its parameters with (kit.adapters.settings), which the door reads
 # its limits, labels and golden set from; an answer of every tensor by name needs none.
 SETTINGS: dict[str, type[Settings]] = {
@@ -77,7 +78,7 @@ class Spec:
     output_types: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)  # a tensor route's answer
 
 
-TEXT = {"TEXT": ("TYPE_STRING", (1,))}
+TEXT = {"TEXT": ("TYPE_STRING", (SEVERAL,))}
 IMAGE = {"IMAGE": ("TYPE_STRING", (1,))}
 CHUNKS = ("CHUNK_SCORES", "CHUNK_SPANS")
 # The tensors of each answer but TENSORS, whose are the config's own.
@@ -117,6 +118,17 @@ class Served:
     def datatype(self, name: str) -> str:
         return wire_type(self.spec.inputs[name][0])
 
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """The outputs the door asks for: its answer's, and CHUNKS where a request may carry several texts."""
+        return (*self.spec.outputs, "CHUNKS") if self.texts_at_once > 1 else self.spec.outputs
+
+    @property
+    def texts_at_once(self) -> int:
+        """How many texts one request may carry: a text entry whose TEXT is [-1] takes `max_request_texts`; else 1."""
+        several = self.dims.get("TEXT") == (-1,) and self.spec.inputs.get("TEXT", ("", ()))[1] == (SEVERAL,)
+        return self.settings.max_request_texts if several else 1
+
 
 @dataclass(frozen=True)
 class Contract:
@@ -131,6 +143,10 @@ class Contract:
         return self.models[model]
 
 
+def fitting(want: int | str | None, have: int) -> bool:
+    return want is ANY and have > 0 or want == SEVERAL and have in (1, -1) or want == have
+
+
 def check_tensors(model: str, spec: Spec, config: mc.ModelConfig) -> dict[str, tuple[int, ...]]:
     inputs = {t.name: t for t in config.input}
     dims = {}
@@ -140,7 +156,7 @@ def check_tensors(model: str, spec: Spec, config: mc.ModelConfig) -> dict[str, t
             raise ContractError(f"{model}: the served config has no input {name!r} (it has {sorted(inputs)})")
         have = tuple(tensor.dims)
         kind = mc.DataType.Name(tensor.data_type)
-        fits = len(have) == len(want) and all(w is ANY and h > 0 or w == h for w, h in zip(want, have))
+        fits = len(have) == len(want) and all(fitting(w, h) for w, h in zip(want, have))
         if kind != datatype or not fits:
             raise ContractError(f"{model}: input {name} is {kind} {list(have)}; the door sends {datatype} {list(want)}")
         dims[name] = have
@@ -189,13 +205,15 @@ def served(model: str, config: mc.ModelConfig) -> Served:
         return Served(Spec(inputs, tuple(outputs), outputs), settings, batched, dims, axes=axes, **common)
     spec = ANSWERS[answer]
     dims = check_tensors(model, spec, config)
+    if dims.get("TEXT") == (-1,) and "CHUNKS" not in {t.name for t in config.output}:
+        raise ContractError(f"{model}: TEXT takes several texts, but no output CHUNKS says which chunks are whose")
     extra: dict = {}
     if answer in (*LABELLED, "pixels-classes", "text-entities"):  # optional but for a classifier's: classes, entity types
         extra["labels"] = tuple(json.loads(getattr(settings, "labels", "") or "[]"))
         if answer in LABELLED and not extra["labels"]:
             raise ContractError(f"{model}: a classifier's entry names its labels (parameter `labels`)")
     if answer == "text-embedding":
-        extra["dimensions"] = next(t.dims[0] for t in config.output if t.name == "EMBEDDING")
+        extra["dimensions"] = next(t.dims[-1] for t in config.output if t.name == "CHUNK_EMBEDDINGS")
     if answer == "image-document":
         extra["schema"] = json.loads(params[DOOR_SCHEMA])
     if spec.inputs is IMAGE:

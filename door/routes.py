@@ -5,7 +5,6 @@ read both JSON and forms."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import functools
@@ -26,7 +25,7 @@ from door.keys import KeyCheck
 from door.openapi import inlined, problem_responses
 from door.problems import Problem, invalid
 from door.settings import DoorSettings
-from door.upstream import Upstream
+from door.upstream import Upstream, gathered
 from kit.control.configs import wire_type
 
 JSON = "application/json"
@@ -271,10 +270,10 @@ class Routes:
 
 
 async def infer_texts(upstream: Upstream, model: str, texts: list[str], limit: int, request_id: str) -> list[dict]:
-    """Each text's outputs from the text model `model`, all asked at once; 413 for a text over `limit` bytes of UTF-8
-    before any is sent, and the first refusal where one is refused."""
-    raw = encoded(texts, limit)
-    return await gathered(upstream.infer(model, {"TEXT": np.array([item], dtype=np.object_)}, request_id) for item in raw)
+    """Each text's outputs from the text model `model`, all asked at once (in one request where the model takes several,
+    door.coalesce); 413 for a text over `limit` bytes of UTF-8 before any is sent, and the first refusal where one is
+    refused."""
+    return await upstream.infer_texts(model, encoded(texts, limit), request_id)
 
 
 def encoded(texts: list[str], limit: int) -> list[bytes]:
@@ -301,15 +300,6 @@ async def infer_pairs(
         upstream.infer(model, {"QUERY": query_tensor, "DOCUMENT": np.array([item], dtype=np.object_)}, request_id)
         for item in items[1:]
     )
-
-
-async def gathered(calls) -> list:
-    """Every call's answer, all asked at once; the first refusal where one is refused."""
-    outcomes = await asyncio.gather(*calls, return_exceptions=True)
-    for outcome in outcomes:
-        if isinstance(outcome, BaseException):
-            raise outcome
-    return outcomes
 
 
 def checked_tensors(values: dict[str, list], inputs: dict, served: Served) -> dict[str, np.ndarray]:

@@ -61,6 +61,15 @@ class DoorSettings:
         (), parse_origins, "origins allowed to call from a browser: comma-separated, or the flag repeated", repeatable=True
     )
     max_texts: int = setting(64, int, "texts per call of a text route")
+    coalesce_in_flight: int = setting(
+        8,
+        int,
+        "requests to a text model the door keeps in flight before concurrent texts wait to go together in the next "
+        "one (door.coalesce); 0 sends each text in a request of its own",
+    )
+    coalesce_waiting: int = setting(
+        2048, int, "texts the door holds waiting for a request to a text model; beyond, a call is refused with 429"
+    )
     body_timeout: float = setting(30.0, float, "seconds for a whole body to arrive (a slow drip holds nothing longer)")
     triton_timeout: float = setting(120.0, float, "seconds for Triton's answer to one request")
     rate_window: float = setting(10.0, float, "seconds over which a model's answer rate is measured for Retry-After")
@@ -77,7 +86,9 @@ class DoorSettings:
                 raise SettingsError(
                     f"the {name.replace('_', ' ')} must be a positive number of seconds, not {getattr(self, name)}"
                 )
-        for name in ("max_texts", "max_retry_after", "unavailable_retry_after"):
+        if self.coalesce_in_flight < 0:
+            raise SettingsError(f"the coalesce in flight must be 0 (off) or more, not {self.coalesce_in_flight}")
+        for name in ("max_texts", "coalesce_waiting", "max_retry_after", "unavailable_retry_after"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"the {name.replace('_', ' ')} must be at least 1, not {getattr(self, name)}")
 

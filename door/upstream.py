@@ -3,10 +3,15 @@ become at the door: outputs, or a problem with the status a client can act on.""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import functools
+
 import numpy as np
 import tritonclient.grpc.aio as grpcaio
 from tritonclient.utils import InferenceServerException
 
+from door.coalesce import REFUSED, Coalescer
 from door.contract import Contract
 from door.flow import Flow
 from door.problems import Problem
@@ -16,8 +21,22 @@ from kit.control.configs import parameters
 
 # Triton's refusals by a bounded queue (full, or waited too long), also when relayed by an entry model.
 OVERLOAD = ("maximum queue size", "timeout expired")
+# A dead stub's instance, and a model with no version loaded while a stopping server unloads them: a server going away
+# or coming back, as clients.triton.TRANSIENT says (the door's image holds kit/ and door/ alone).
+RESTARTING = ("is not healthy", "has no available versions")
 PROBE_TIMEOUT = 2.0  # seconds for a readiness question: a hung server is not ready
+COALESCED_BYTES = 4 << 20  # text in one coalesced request, at most (a longer text goes alone)
 TOKENIZED = ("TOKENIZED_IDS", "TOKENIZED_TEXTS", "TOKENIZED_SPANS")  # a text model's tokens (kit.adapters.grouped_calls)
+
+
+@dataclasses.dataclass(frozen=True)
+class Asked:
+    """What a request of a route's inputs asks, where it is not the route's model and outputs: the model it goes to,
+    the outputs it wants and the request parameters it carries (a text model's tokens: Upstream.tokenize)."""
+
+    target: str
+    outputs: tuple[str, ...]
+    parameters: dict | None = None
 
 
 class Upstream:
@@ -27,6 +46,19 @@ class Upstream:
         self.settings = settings
         self.contract = contract
         self.flows = {model: Flow(settings.rate_window, settings.max_retry_after) for model in contract.models}
+        self.coalescers = {
+            model: Coalescer(
+                model,
+                functools.partial(self.send_texts, model),
+                self.flows[model],
+                settings.coalesce_in_flight,
+                served.texts_at_once,
+                COALESCED_BYTES,
+                settings.coalesce_waiting,
+            )
+            for model, served in contract.models.items()
+            if settings.coalesce_in_flight and served.texts_at_once > 1
+        }
         self.client: grpcaio.InferenceServerClient | None = None
         # The version of each model that answered last: a new one is loaded without a restart (kit.server.deploy).
         self.versions: dict[str, str] = {}
@@ -39,9 +71,8 @@ class Upstream:
             await self.client.close()
 
     async def infer(self, model: str, arrays: dict[str, np.ndarray], request_id: str = "") -> dict[str, np.ndarray]:
-        outputs, result = await self.send(model, model, arrays, self.contract[model].spec.outputs, request_id)
-        self.versions[model] = result.get_response().model_version
-        return outputs
+        """One request's outputs, counted in the model's Flow."""
+        return await self.counted(model, self.call(model, arrays, request_id, self.settings.triton_timeout))
 
     async def tokenize(self, model: str, text: bytes, add_special_tokens: bool, request_id: str = "") -> dict[str, np.ndarray]:
         """The tokens of `text` by the tokenizer of the text model `model` (TOKENIZED_IDS, _TEXTS, _SPANS): a request
@@ -50,39 +81,64 @@ class Upstream:
         served = self.contract[model]
         *others, last = served.spec.inputs
         arrays = {name: np.array([[b""]], dtype=np.object_) for name in others} | {last: np.array([[text]], dtype=np.object_)}
-        parameters = {"tokenize": True, "add_special_tokens": add_special_tokens}
-        outputs, _ = await self.send(model, served.tokenizer, arrays, TOKENIZED, request_id, parameters)
-        return outputs
+        asked = Asked(served.tokenizer, TOKENIZED, {"tokenize": True, "add_special_tokens": add_special_tokens})
+        return await self.counted(model, self.call(model, arrays, request_id, self.settings.triton_timeout, asked))
 
-    async def send(
-        self, model: str, target: str, arrays: dict[str, np.ndarray], names, request_id: str, parameters: dict | None = None
-    ) -> tuple[dict[str, np.ndarray], object]:
-        """A request of the inputs of `model`'s route to `target` (the model itself, or a model it names), its outputs
-        `names`, counted in `model`'s flow; a refusal as the problem a client can act on."""
+    async def counted(self, model: str, call) -> dict[str, np.ndarray]:
+        """`call`'s outputs, counted in `model`'s Flow: a refusal as refused, any other answer as answered."""
+        flow = self.flows[model]
+        flow.start()
+        answered = False
+        try:
+            outputs = await call
+            answered = True
+            return outputs
+        except Problem as problem:
+            answered = problem.status not in REFUSED
+            raise
+        finally:
+            flow.finish(answered=answered)
+
+    async def infer_texts(self, model: str, texts: list[bytes], request_id: str = "") -> list[dict[str, np.ndarray]]:
+        """Each text's outputs from the text entry `model`: coalesced with other calls' texts where the entry takes
+        several at once (door.coalesce), else a request each, all at once; the first refusal where one is refused."""
+        coalescer = self.coalescers.get(model)
+        if coalescer is not None:
+            return await coalescer.infer(texts, request_id, self.settings.triton_timeout)
+        return await gathered(self.infer(model, {"TEXT": np.array([text], dtype=np.object_)}, request_id) for text in texts)
+
+    async def send_texts(self, model: str, texts: list[bytes], request_ids: list[str], seconds: float) -> dict:
+        """One request of several texts (a Coalescer's), its id every text's request id."""
+        request_id = ",".join(dict.fromkeys(request_ids))
+        return await self.call(model, {"TEXT": np.array(texts, dtype=np.object_)}, request_id, seconds)
+
+    async def call(
+        self, model: str, arrays: dict[str, np.ndarray], request_id: str, seconds: float, asked: Asked | None = None
+    ) -> dict[str, np.ndarray]:
+        """One request of the inputs of `model`'s route (to `model` and its outputs, unless `asked` says otherwise):
+        its outputs, or the Problem its refusal is."""
         served = self.contract[model]
         inputs = []
         for name, array in arrays.items():
             tensor = grpcaio.InferInput(name, list(array.shape), served.datatype(name))
             tensor.set_data_from_numpy(array)
             inputs.append(tensor)
-        outputs = [grpcaio.InferRequestedOutput(name) for name in names]
-        flow = self.flows[model]
-        flow.start()
+        asked = asked or Asked(model, served.outputs)
+        outputs = [grpcaio.InferRequestedOutput(name) for name in asked.outputs]
         try:
             result = await self.client.infer(
-                target,
+                asked.target,
                 inputs,
                 outputs=outputs,
                 request_id=request_id,
-                client_timeout=self.settings.triton_timeout,
-                parameters=parameters,
+                client_timeout=seconds,
+                parameters=asked.parameters,
             )
         except InferenceServerException as exc:
-            refused = overloaded(exc) or unavailable(exc)
-            flow.finish(answered=not refused)
             raise self.problem(model, exc) from None
-        flow.finish(answered=True)
-        return {name: result.as_numpy(name) for name in names}, result
+        if asked.target == model:
+            self.versions[model] = result.get_response().model_version
+        return {name: result.as_numpy(name) for name in asked.outputs}
 
     async def golden_set(self, model: str) -> GoldenSet | None:
         """The golden set the served config of `model` carries now (a new version brings its own)."""
@@ -123,7 +179,17 @@ def overloaded(exc: InferenceServerException) -> bool:
 
 
 def unavailable(exc: InferenceServerException) -> bool:
-    """Triton unreachable or restarting (UNAVAILABLE that is not a queue's refusal), or a model instance
-    whose Python stub died (the supervisor restarts the server)."""
+    """Triton unreachable or restarting (UNAVAILABLE that is not a queue's refusal, or a model with no version loaded
+    while a stopping server unloads them), or a model instance whose Python stub died (the supervisor restarts the
+    server): what clients.triton.is_retryable retries."""
     message = exc.message() or ""
-    return not overloaded(exc) and ((exc.status() or "").endswith("UNAVAILABLE") or "not healthy" in message)
+    return not overloaded(exc) and ((exc.status() or "").endswith("UNAVAILABLE") or any(r in message for r in RESTARTING))
+
+
+async def gathered(calls) -> list:
+    """Every call's answer, all asked at once; the first refusal where one is refused."""
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return outcomes

@@ -5,6 +5,7 @@
     python -m perf sweep --spec gpu --deadline T --out DIR          # the GPU run (deploy/gpu-host/run.sh)
     python -m perf sweep --model NAME                               # a model from its spec: build/perf/models/NAME
     python -m perf report                                           # every perf/results/<workload>/REPORT.md, and perf/RESULTS.md
+    python -m perf chaos [--seconds 1200] [--seed 40]               # make chaos: faults under load (perf.chaos)
 
 A spec's `workload` (perf.workloads: radar, radar-precision, ocr, resnet) picks the inputs, the kit's models and the
 baselines; `--model NAME` measures the model of models/NAME.toml, or of a shipped spec (radar), instead (an onnx spec's
@@ -38,6 +39,7 @@ from perf.engine.budget import Budget
 from perf.engine.spec import load_spec
 from perf.engine.targets import merged
 from perf.engine.workload import Workload
+from perf.probes.output import command_line
 from perf.workloads import WORKLOADS
 from perf.workloads.chunked import ChunkedModelWorkload
 from perf.workloads.image import ImageModelWorkload
@@ -159,6 +161,20 @@ def regenerate() -> int:
     return 0
 
 
+def run_chaos(args: argparse.Namespace, argv: list[str]) -> int:
+    """`chaos`: the run's tables printed and saved beside its figures; exit 1 when its verdict found a problem."""
+    from perf.chaos import report
+    from perf.chaos.run import Options, run
+
+    figures = run(Options(seconds=args.seconds, seed=args.seed, work=args.work / "chaos"))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(figures, indent=2) + "\n")
+    text = report.markdown(figures, command_line("perf", argv))
+    args.out.with_suffix(".md").write_text(text)
+    print(text)
+    return 1 if figures["problems"] else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(
@@ -182,9 +198,16 @@ def main(argv: list[str] | None = None) -> int:
         help='JSON laid over the spec (each spec of a suite), e.g. \'{"placement": {"device": "cpu", "dtype": "fp32"}}\'',
     )
     commands.add_parser("report", help="regenerate every committed REPORT.md and perf/RESULTS.md from their results.json")
+    c = commands.add_parser("chaos", help="faults under load: the served kit, 64 clients and a fault every 20-60 s")
+    c.add_argument("--seconds", type=float, default=1200.0, help="how long the clients send (default 20 minutes)")
+    c.add_argument("--seed", type=int, default=40, help="chooses the faults, their times and the inputs")
+    c.add_argument("--out", type=Path, default=REPO_ROOT / "build" / "reliability" / "chaos.json", help="figures (and .md)")
+    c.add_argument("--work", type=Path, default=REPO_ROOT / "build", help="the run's repository, specs and logs go in WORK/chaos")
     args = parser.parse_args(argv)
     if args.command == "report":
         return regenerate()
+    if args.command == "chaos":
+        return run_chaos(args, argv)
     try:
         return run_sweep(args, argv)
     except FileNotFoundError as exc:  # no spec, or no exported model

@@ -24,19 +24,20 @@ class TritonPythonModel(GroupedModel):
     def load(self, args, version_dir) -> None:
         self.pipeline, self.typed = pair_pipeline(version_dir, self.settings, self.settings.aggregation)
 
-    def check(self, request) -> tuple[str, str]:
-        """The request's query and document; a query that leaves the document no room fails here, alone."""
+    def check(self, request) -> list[tuple[str, str]]:
+        """The request's query and document (one pair); a query that leaves the document no room fails here, alone."""
         limit = self.settings.max_text_bytes
         query = decode_request_text(input_array(request, "QUERY"), limit, "QUERY")
         document = decode_request_text(input_array(request, "DOCUMENT"), limit, "DOCUMENT")
         self.pipeline.room(query)
-        return query, document
+        return [(query, document)]
 
     def inputs(self, group) -> dict[str, np.ndarray]:
         return group.inputs(self.typed)
 
     @staticmethod
-    def outputs(result: Result) -> dict[str, np.ndarray]:
+    def outputs(results: list[Result]) -> dict[str, np.ndarray]:
+        (result,) = results
         return {
             "SCORE": np.array([result.score], dtype=np.float32),
             "CHUNK_SCORES": result.chunk_scores,

@@ -153,10 +153,13 @@ class TextSettings(Settings):
     canary: str = ""
     labels: str = ""
     pooling: str = ""
+    max_request_texts: int = 256  # texts one request to the entry may carry (a front door's coalesced ones)
 
     def __post_init__(self) -> None:
         if self.max_chars < 0:
             raise SettingsError(f"max_chars {self.max_chars} is negative; 0 chunks by the model's token limit")
+        if self.max_request_texts < 1:
+            raise SettingsError(f"max_request_texts {self.max_request_texts}: a request carries at least one text")
 
 
 @dataclass(frozen=True, kw_only=True)

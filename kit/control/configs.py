@@ -1,4 +1,5 @@
-"""The committed model sources: where they are, and Triton's own protobuf schema to read and write them.
+"""The committed model sources: where they are, Triton's own protobuf schema to read and write them, and random inputs
+that fit a config's tensors (a graph's check, a benchmark's requests).
 
 Every config is parsed and written through `model_config_pb2`, so a built repository cannot hold a
 config that Triton would reject as malformed.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import triton_to_np_dtype
@@ -16,6 +18,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 SOURCE = REPO_ROOT / "model_repository"
 ARTIFACTS = REPO_ROOT / "artifacts"
 TEMPLATES = Path(__file__).resolve().parent / "templates"  # the configs a task's models start from, by task
+FREE_DIM = 3  # what a dynamic non-batch axis of example_inputs measures
 
 
 class RepositoryError(Exception):
@@ -67,3 +70,22 @@ def set_parameter(config: mc.ModelConfig, key: str, value) -> None:
 def instance_count(config: mc.ModelConfig) -> int:
     """How many instances Triton runs of `config` (a group naming GPUs has `count` on each; none: one)."""
     return sum(group.count * max(1, len(group.gpus)) for group in config.instance_group) or 1
+
+
+def example_inputs(config: mc.ModelConfig, rows: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random inputs of `rows` rows for the config's tensors (whole numbers 0-9 for integer types, short byte strings
+    for BYTES)."""
+    rng = np.random.default_rng(seed)
+    arrays = {}
+    for tensor in config.input:
+        shape = [rows] * (config.max_batch_size > 0) + [FREE_DIM if d < 0 else d for d in tensor.dims]
+        dtype = numpy_type(tensor.data_type)
+        if dtype == np.object_:
+            arrays[tensor.name] = np.array([f"text {i}".encode() for i in range(int(np.prod(shape)))], object).reshape(shape)
+        elif np.issubdtype(dtype, np.floating):
+            arrays[tensor.name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype == np.bool_:
+            arrays[tensor.name] = rng.integers(0, 2, shape).astype(bool)
+        else:
+            arrays[tensor.name] = rng.integers(0, 10, shape).astype(dtype)
+    return arrays

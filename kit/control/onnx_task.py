@@ -23,14 +23,13 @@ from onnx import helper
 from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import np_to_triton_dtype
 
-from kit.control.configs import config_type, numpy_type, set_parameter
+from kit.control.configs import config_type, example_inputs, set_parameter
 from kit.control.profiles import Profile
 from kit.control.served import ServedModel
 from kit.control.specs import DOOR_AXES, ModelSpec, door_parameters
 from kit.runners.onnx import make_session
 
 GRAPH = "model.onnx"  # the name the graph takes in its version folder: the ONNX runner's default
-FREE_DIM = 3  # a dynamic non-batch axis in check_graph's inputs
 CHECK_ROWS = 3
 RTOL, ATOL = 1e-4, 1e-5  # batched against single rows: the same kernels may sum in another order
 QUEUE_PER_BATCH = 4  # a model's queue holds this many full batches before it refuses
@@ -140,25 +139,6 @@ def shared_axes(inputs: Sequence[onnx.ValueInfoProto], batched: bool) -> dict[st
     counts = Counter(name for axes in names.values() for name in set(axes) if name)
     shared = {name for name, count in counts.items() if count > 1}
     return {i: [a if a in shared else "" for a in axes] for i, axes in names.items() if shared & set(axes)}
-
-
-def example_inputs(config: mc.ModelConfig, rows: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """Random inputs of `rows` rows for the config's tensors (whole numbers 0-9 for integer types, short byte strings
-    for BYTES)."""
-    rng = np.random.default_rng(seed)
-    arrays = {}
-    for tensor in config.input:
-        shape = [rows] * (config.max_batch_size > 0) + [FREE_DIM if d < 0 else d for d in tensor.dims]
-        dtype = numpy_type(tensor.data_type)
-        if dtype == np.object_:
-            arrays[tensor.name] = np.array([f"text {i}".encode() for i in range(int(np.prod(shape)))], object).reshape(shape)
-        elif np.issubdtype(dtype, np.floating):
-            arrays[tensor.name] = rng.standard_normal(shape).astype(dtype)
-        elif dtype == np.bool_:
-            arrays[tensor.name] = rng.integers(0, 2, shape).astype(bool)
-        else:
-            arrays[tensor.name] = rng.integers(0, 10, shape).astype(dtype)
-    return arrays
 
 
 def check_graph(spec: ModelSpec) -> float:

@@ -34,8 +34,8 @@ from tritonclient.grpc import model_config_pb2 as mc
 from kit.adapters.custom_pipeline import in_process_networks, load_definition
 from kit.adapters.settings import PipelineSettings, SettingsError, keys, module_settings
 from kit.control import onnx_task
-from kit.control.configs import RepositoryError, config_type, set_parameter
-from kit.control.onnx_task import ATOL, CHECK_ROWS, RTOL, bounded_batching, example_inputs, graph_files, onnx_config
+from kit.control.configs import RepositoryError, config_type, example_inputs, set_parameter
+from kit.control.onnx_task import ATOL, CHECK_ROWS, RTOL, bounded_batching, graph_files, onnx_config
 from kit.control.profiles import CANONICAL, Profile
 from kit.control.served import ServedModel, adapter
 from kit.control.specs import DOOR_SCHEMA, KEYS, ModelSpec, door_parameters, read_spec
@@ -152,23 +152,6 @@ def graph_models_beside(spec: ModelSpec) -> dict[str, tuple[ModelSpec, ModelSpec
         except RepositoryError:
             continue
     return found
-
-
-def with_network_specs(spec: ModelSpec) -> dict[str, ModelSpec]:
-    """The spec and the specs beside it that bring the models its `networks` map to (theirs too, in turn): what a
-    repository must build for its entry to serve, as a benchmark of the one model builds it."""
-    chosen, todo = {spec.name: spec}, [spec]
-    while todo:
-        current = todo.pop()
-        if current.task != "pipeline":
-            continue
-        beside = graph_models_beside(current)
-        for model in dict(current.networks).values():
-            owner = beside[model][0] if model in beside else None
-            if owner is not None and owner.name not in chosen:
-                chosen[owner.name] = owner
-                todo.append(owner)
-    return chosen
 
 
 def tensors(config: mc.ModelConfig) -> str:

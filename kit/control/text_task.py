@@ -161,16 +161,18 @@ def width(meta: dict) -> int:
 
 def answer_outputs(config: mc.ModelConfig, task: str, count: int) -> None:
     """The text's value and each chunk's (every label's probability, or the embedding), in place of one label's; the
-    spans and the token count as the template's; a classifier's logits for the text too (LOGITS: its chunks', weighted
-    by length), which TEI's raw scores are."""
+    spans, the token count and the chunk count as the template's; a classifier's logits for the text too (LOGITS: its
+    chunks', weighted by length), which TEI's raw scores are."""
     text, chunks = ANSWERS[task]
     del config.output[:]
-    config.output.add(name=text, data_type=mc.TYPE_FP32, dims=[count])
+    # [-1]: a request of n texts answers n x `count` values, the texts' one after another (the entry's docs).
+    config.output.add(name=text, data_type=mc.TYPE_FP32, dims=[-1])
     config.output.add(name=chunks, data_type=mc.TYPE_FP32, dims=[-1, count])
     config.output.add(name="CHUNK_SPANS", data_type=mc.TYPE_INT32, dims=[-1, 2])
-    config.output.add(name="TOKENS", data_type=mc.TYPE_INT32, dims=[1])
+    config.output.add(name="TOKENS", data_type=mc.TYPE_INT32, dims=[-1])
+    config.output.add(name="CHUNKS", data_type=mc.TYPE_INT32, dims=[-1])
     if task == CLASSIFICATION:
-        config.output.add(name="LOGITS", data_type=mc.TYPE_FP32, dims=[count])
+        config.output.add(name="LOGITS", data_type=mc.TYPE_FP32, dims=[-1])
 
 
 def tokenizing(entry: mc.ModelConfig, texts: mc.ModelConfig) -> None:

@@ -25,7 +25,8 @@ graph, the tokenizer and the golden set of one export always serve together. The
 
 Every config is written to disk before it is loaded, so that the three config.pbtxt files always name what
 serves (a restart of the server, the supervisor's, serves it) and loading the ensemble finds no step whose
-config on disk differs from the one it runs (docs/RELIABILITY.md: what failed without it).
+config on disk differs from the one it runs (docs/RELIABILITY.md: what failed without it). A server that goes
+away during the steps (a stub died, and the supervisor restarts it) is waited for, and the update rolled back.
 
 The load and index calls are Triton's model-repository API, an admin API: give the admin key
 ($TRITON_ADMIN_KEY) where the server has one. Exit 0: N serves; 1: rolled back, the old version serves;
@@ -35,6 +36,7 @@ The load and index calls are Triton's model-repository API, an admin API: give t
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import shutil
@@ -59,6 +61,9 @@ from kit.server.runtime import ADMIN_HEADER
 
 ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
 UNLOAD_TIMEOUT = 120.0  # seconds for an old version to finish what it holds (an entry drains for up to 60 s)
+RESTART_TIMEOUT = 300.0  # seconds for a server that went away mid-deploy (a supervisor's restart) to be ready again
+GONE = (OSError, http.client.HTTPException)  # a refused or reset connection, or one closed mid-answer
+ROLLBACK_ATTEMPTS = 3
 
 
 class DeployError(RuntimeError):
@@ -114,6 +119,19 @@ class Repository:
             if time.monotonic() > deadline:
                 raise DeployError(f"{model} {version} was still unloading after {timeout:.0f} s")
             time.sleep(0.2)
+
+    def wait_ready(self, timeout: float = RESTART_TIMEOUT) -> None:
+        """Waits until the server answers ready: after a restart it serves the configs on disk."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if self.client.is_server_ready(headers=self.headers):
+                    return
+            except (InferenceServerException, *GONE):
+                pass
+            if time.monotonic() > deadline:
+                raise DeployError(f"Triton was not ready again within {timeout:.0f} s; it serves the configs on disk")
+            time.sleep(0.5)
 
     def load(self, config: mc.ModelConfig) -> None:
         """Loads `config`, written to disk first, so that what serves and what is on disk never differ: while they
@@ -223,10 +241,32 @@ def deploy(
     for model in every:
         write_version(repo.folder / model, version, planned[model])
 
+    def step_down() -> None:
+        """Every model back to [previous]; as the steps went up, where a restart made the new entry serve already
+        (it serves the configs on disk)."""
+        if version in repo.serving(entry):
+            for model in (classifier, texts):
+                repo.load(pinned(old[model], [previous, version]))
+            repo.load(pinned(old[entry], [previous]))
+            repo.unloaded(entry, version)
+            repo.load(pinned(old[texts], [previous]))
+            repo.unloaded(texts, version)
+            repo.load(pinned(old[classifier], [previous]))
+        else:
+            for model in every:
+                repo.load(pinned(old[model], [previous]))
+
     def roll_back(step: str, report: Report | None) -> Outcome:
         log(f"rolling back: {step}")
-        for model in every:
-            repo.load(pinned(old[model], [previous]))
+        for attempt in range(ROLLBACK_ATTEMPTS):
+            try:
+                repo.wait_ready()
+                step_down()
+                break
+            except (InferenceServerException, *GONE) as exc:  # a restart under the roll-back: again once it is ready
+                if attempt == ROLLBACK_ATTEMPTS - 1:
+                    raise DeployError(f"the roll-back of {entry} {version} failed: {exc}") from None
+                log(f"rolling back again once Triton is ready ({exc})")
         for folder in folders:
             shutil.rmtree(folder, ignore_errors=True)
         return Outcome(version, previous, False, report, time.monotonic() - start, step)
@@ -256,6 +296,10 @@ def deploy(
             repo.unloaded(model, previous)
     except InferenceServerException as exc:
         return roll_back(f"Triton: {exc.message() or exc}", None)
+    except GONE as exc:  # the server went away mid-step: a supervisor restarts it, serving the configs on disk
+        log(f"Triton went away ({exc}); waiting for it to be ready again")
+        repo.wait_ready()
+        return roll_back(f"Triton went away during the deploy ({exc})", None)
     return Outcome(version, previous, True, report, time.monotonic() - start, f"{entry} {version} serves")
 
 

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -185,6 +186,7 @@ def server_env() -> dict[str, str]:
 
 
 STUB_NAME = "triton_python_backend_stub"
+REPLACED_S = 3.0  # how long a reload may take to start an instance's new stub after its old one has gone
 SHM_PREFIX = "triton_python_backend_shm_region"
 
 
@@ -196,7 +198,7 @@ class Stub:
     instance: str
     shm_region: str | None
     model_py: str = ""  # <repository>/<model>/<version>/model.py: which version the instance serves
-    reaped: bool = False  # gone while its version still served, with nothing in its place: it died
+    ended_at: float | None = None  # when it was first found ended while its version served, with nothing in its place
 
     @classmethod
     def from_process(cls, process: psutil.Process) -> Stub | None:
@@ -210,33 +212,46 @@ class Stub:
         region = next((a for a in args if a.startswith(SHM_PREFIX)), None)
         return cls(process, args[-2], region, args[1])
 
+    def serves_an_instance(self) -> bool:
+        """Whether the stub runs a model instance. Loading a version, Triton first runs a stub of its own named as the
+        model (not as an instance: `radar_classifier`, not `radar_classifier_0_1`) to complete the config, which exits
+        once done: that one's end is no death (seen: a supervisor that counted it restarted the server mid-deploy)."""
+        parts = PurePath(self.model_py).parts
+        return len(parts) < 3 or self.instance != parts[-3]
+
     def alive(self) -> bool:
         try:
             return self.process.is_running() and self.process.status() != psutil.STATUS_ZOMBIE
         except psutil.NoSuchProcess:
             return False
 
-    def died(self) -> bool:
-        """A zombie: it exited and the server has not reaped it yet. A stub that is gone altogether was reaped,
-        by an unload (no death) or by Triton's health check of a dead one: TritonServer.dead_stubs tells which."""
-        try:
-            return self.process.status() == psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return False
+    def remove_region(self) -> None:
+        """Its /dev/shm region, which outlives a stub that was killed (1 MiB or more, until reboot)."""
+        if self.shm_region:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"/dev/shm/{self.shm_region}")
 
     def dead(self) -> bool:
-        """Died: a zombie, or reaped by Triton while its version still served (TritonServer.dead_stubs)."""
-        return self.reaped or self.died()
+        """Ended for REPLACED_S while its version served, and nothing took its place (TritonServer.dead_stubs)."""
+        return self.ended_at is not None and time.monotonic() - self.ended_at >= REPLACED_S
 
 
 def answers_ok(url: str, timeout: float = 2) -> bool:
     """Whether a GET of `url` answers 200: health and readiness probes of the server, the door and
     the baselines."""
+    return status_of(url, timeout) == 200
+
+
+def status_of(url: str, timeout: float = 2) -> int | None:
+    """The status a GET of `url` answers; None where nothing answered (refused, reset, timed out, or cut off
+    mid-answer), which a probe must not read as a "no"."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
-            return response.status == 200
-    except (OSError, http.client.HTTPException):  # refused, reset, timed out, or cut off mid-answer
-        return False
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (OSError, http.client.HTTPException):
+        return None
 
 
 class TritonServer:
@@ -268,49 +283,69 @@ class TritonServer:
         return self
 
     def current_stubs(self) -> list[Stub]:
-        """The server's stubs now, as models load and unload versions while it runs (kit.server.deploy),
-        and the known ones that died (a zombie's command line can no longer be read, so it is kept from before) or
-        still run outside the server's tree: a killed server's orphans, which a restart must still reap."""
+        """The server's stubs now, as models load and unload versions while it runs (kit.server.deploy), and the
+        known ones that have ended (a zombie's command line can no longer be read, so it is kept from before, until
+        dead_stubs judges its end) or still run outside the server's tree: a killed server's orphans, which a
+        restart must still reap."""
         try:
             children = psutil.Process(self.process.pid).children()
         except psutil.NoSuchProcess:
             return self.stubs
-        found = [stub for stub in map(Stub.from_process, children) if stub is not None]
+        found = [stub for stub in map(Stub.from_process, children) if stub is not None and stub.serves_an_instance()]
         pids = {stub.process.pid for stub in found}
-        return found + [stub for stub in self.stubs if stub.process.pid not in pids and (stub.dead() or stub.alive())]
+        return found + [stub for stub in self.stubs if stub.process.pid not in pids]
 
     def is_ready(self) -> bool:
         return answers_ok(f"http://{self.options.http_url}/v2/health/ready")
 
     def dead_stubs(self) -> list[str]:
-        """Instances whose stub process died. Triton >= 24.06 does not restart them and keeps
-        reporting the server and the model ready, while requests sent to that instance fail. A dead stub
-        is a zombie until Triton checks the instance's health, which reaps it (waitpid): so a stub that is
-        gone while its version still serves, and no stub took its place (a reload starts one for the same
-        instance and version), died too; an unload takes the version out of readiness before its stubs go."""
+        """Instances whose stub process died. Triton >= 24.06 does not restart them and keeps reporting the server
+        and the model ready, while requests sent to that instance fail. A stub that has ended (a zombie, or gone:
+        Triton reaps a dead stub when it checks the instance's health) died if its version still serves and no stub
+        has taken its place for REPLACED_S: an unload takes the version out of readiness as its stubs end, and a
+        reload starts a new stub for the same instance and version, sometimes a moment after the old one ended (seen
+        under load while a deploy loaded an ensemble, and when it retired a texts model's old version). Only a stub
+        started after it takes its place: an older one of the same name still running (a reload's old instance not yet
+        gone) would otherwise hide its death for good."""
         previous = self.stubs
-        self.stubs = self.current_stubs()
-        serving = {(stub.model_py, stub.instance) for stub in self.stubs}
-        for stub in previous:
-            if stub in self.stubs or (stub.model_py, stub.instance) in serving or stub.died():
+        current = self.current_stubs()
+        self.stubs = [stub for stub in current if stub.alive()]
+        newest: dict[tuple[str, str], float] = {}  # each instance's newest live stub's start
+        for stub in self.stubs:
+            key = (stub.model_py, stub.instance)
+            newest[key] = max(newest.get(key, 0.0), stub.process.create_time())
+        now = time.monotonic()
+        for stub in {stub.process.pid: stub for stub in [*previous, *current]}.values():
+            if stub.alive():
                 continue
-            if stub.reaped or self.version_ready(stub):
-                stub.reaped = True
-                self.stubs.append(stub)
+            replaced = newest.get((stub.model_py, stub.instance), 0.0) > stub.process.create_time()
+            serving = None if replaced else self.version_ready(stub)
+            if replaced or serving is False:
+                stub.remove_region()  # replaced by a reload or ended by an unload: a stub killed meanwhile left it
+                continue
+            if serving:  # unknown (the probe went unanswered): kept, and judged again at the next call
+                stub.ended_at = stub.ended_at or now
+            self.stubs.append(stub)
         return [stub.instance for stub in self.stubs if stub.dead()]
 
-    def version_ready(self, stub: Stub) -> bool:
+    def version_ready(self, stub: Stub) -> bool | None:
+        """Whether the stub's version serves; None where Triton did not answer (a loaded or paused server): a dead
+        stub forgotten then would never be found again, since a zombie's command line can no longer be read."""
         parts = PurePath(stub.model_py).parts
         if len(parts) < 3:
             return False
         model, version = parts[-3], parts[-2]
-        return answers_ok(f"http://{self.options.http_url}/v2/models/{model}/versions/{version}/ready")
+        status = status_of(f"http://{self.options.http_url}/v2/models/{model}/versions/{version}/ready")
+        return None if status is None else status == 200
 
     def wait_ready(self, timeout: float) -> None:
+        """Records the stubs as they start, so that one that dies before the server is ready is known: its command
+        line can no longer be read once it has died, and a dead stub nobody knew of would never be replaced."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise ServerError(f"tritonserver exited with code {self.process.returncode}{self._log_hint()}")
+            self.stubs = self.current_stubs()
             if self.is_ready():
                 return
             time.sleep(0.25)
@@ -322,12 +357,19 @@ class TritonServer:
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGINT lets Triton unload models and stop its stubs; SIGKILL only if it hangs (it waits out
-        its whole exit timeout when a stub has died)."""
+        its whole exit timeout when a stub has died). Every stub it has meanwhile is reaped after it, those of
+        versions loaded since it started (kit.server.deploy) and of a load it still takes as it stops (seen: a
+        deploy's load, taken after SIGINT, started stubs that the SIGKILL killed) too: Triton's own stop leaves
+        their /dev/shm regions behind."""
+        if self.process is not None:
+            self.stubs = self.current_stubs()
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
+            deadline = time.monotonic() + timeout
+            while self.process.poll() is None and time.monotonic() < deadline:
+                self.stubs = self.current_stubs()
+                time.sleep(0.1)
+            if self.process.poll() is None:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
         self._reap_stubs()
@@ -348,9 +390,7 @@ class TritonServer:
                 with contextlib.suppress(psutil.NoSuchProcess):
                     stub.process.kill()
         for stub in self.stubs:
-            if stub.shm_region:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(f"/dev/shm/{stub.shm_region}")
+            stub.remove_region()
         self.stubs = []
 
     def __enter__(self) -> TritonServer:

@@ -86,11 +86,19 @@ class Door:
     """The front door as a child process (`python -m door`) in front of the server's gRPC port."""
 
     def __init__(
-        self, triton: str, host: str, port: int, key: str | None, log_path: Path | None = None, workers: int | None = None
+        self,
+        triton: str,
+        host: str,
+        port: int,
+        key: str | None,
+        log_path: Path | None = None,
+        workers: int | None = None,
+        settings: dict[str, str] | None = None,
     ):
-        """`workers`: the door's processes (--workers); None leaves it to $DOOR_WORKERS, else 1."""
+        """`workers`: the door's processes (--workers); None leaves it to $DOOR_WORKERS, else 1. `settings`: more
+        of the door's variables (DOOR_*), over the environment's."""
         self.triton, self.host, self.port, self.key, self.log_path = triton, host, port, key, log_path
-        self.workers = workers
+        self.workers, self.settings = workers, settings or {}
         self.process: subprocess.Popen | None = None
 
     @property
@@ -99,7 +107,7 @@ class Door:
         return f"http://{host}:{self.port}"
 
     def start(self, timeout: float = 120.0) -> None:
-        env = {**os.environ, **({DOOR_KEY_ENVS[0]: self.key} if self.key else {})}
+        env = {**os.environ, **self.settings, **({DOOR_KEY_ENVS[0]: self.key} if self.key else {})}
         command = [
             sys.executable,
             "-m",

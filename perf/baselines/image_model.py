@@ -8,16 +8,16 @@ The door's JSON body in ({"image": "<base64>"}, what the door takes), the door's
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
-from kit.control import image_task
-from kit.control.exports import export_dir
 from kit.control.specs import ModelSpec
-from kit.control.text_task import checkpoint_labels
 from kit.pipelines.encoded_images import decode_base64
 from kit.pipelines.errors import InputError
 from kit.pipelines.image_processing import Preprocessing, decode_image
 from kit.runners.onnx import make_session
+from perf.baselines.planned import planned
 
 
 class ImageModel:
@@ -27,16 +27,16 @@ class ImageModel:
     inputs_in_threads = True  # an image's decoding and preprocessing run in FastAPI's thread pool, off the event loop
 
     def __init__(self, spec: ModelSpec, threads: int):
-        meta = image_task.export(spec)  # export.json (exported again only if the checkpoint changed)
-        folder = export_dir(spec)
-        self.labels = checkpoint_labels(spec, meta)
-        (self.input,), (self.output,) = meta["inputs"], meta["outputs"]
-        self.preprocess = Preprocessing.load(folder / image_task.PREPROCESSING)
-        self.session = make_session(folder / "model.onnx", threads)
+        models = planned(spec)  # the export, made again only if the checkpoint changed
+        entry, pixels, graph = models["entry"].settings, models["pixels"], models["classifier"]
+        self.labels, self.max_bytes, self.max_pixels = json.loads(entry.labels), entry.max_image_bytes, entry.max_pixels
+        (self.input,), (self.output,) = [t.name for t in graph.config.input], [t.name for t in graph.config.output]
+        self.preprocess = Preprocessing.load(pixels.files[pixels.settings.preprocessing])
+        self.session = make_session(graph.files["model.onnx"], threads)
 
     def pixels(self, raw: bytes) -> np.ndarray:
         """One encoded image as the graph's [3, height, width], as `NAME_pixels` makes it."""
-        return self.preprocess(decode_image(raw, image_task.MAX_IMAGE_BYTES, image_task.MAX_PIXELS))
+        return self.preprocess(decode_image(raw, self.max_bytes, self.max_pixels))
 
     def arrays(self, body: object) -> dict[str, np.ndarray]:
         """The body's image as the graph's one-row input; InputError where it is not an image in base64."""

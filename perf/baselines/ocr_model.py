@@ -19,23 +19,22 @@ import os
 import sys
 from pathlib import Path
 
-from kit.adapters.custom_pipeline import in_process_networks
-from kit.control.pipeline_task import pipeline_of, plan
-from kit.control.profiles import CANONICAL
+from kit.adapters.custom_pipeline import in_process_networks, load_definition
 from kit.control.tasks import shipped_specs
 from kit.pipelines.custom import Definition, Networks
 from kit.pipelines.encoded_images import decode_image
 from kit.runners.onnx import Graphs
 from ocr.pipeline import OcrResult
 from ocr.reader import NetworkEngines, ReaderSettings, TextReader
+from perf.baselines.planned import planned
 
 
 @functools.cache
 def shipped_ocr() -> tuple[Definition, ReaderSettings]:
     """The served `ocr`'s module and the SETTINGS its entry reads, read once per process."""
-    spec = shipped_specs()["ocr"]
-    pipeline = pipeline_of(spec)
-    return pipeline, plan(spec, CANONICAL)[0].settings.module_settings(pipeline.settings)
+    entry = planned(shipped_specs()["ocr"])["entry"]
+    pipeline = load_definition(entry.files[entry.settings.pipeline_module])
+    return pipeline, entry.settings.module_settings(pipeline.settings)
 
 
 def ocr_settings() -> ReaderSettings:

@@ -14,9 +14,9 @@ import numpy as np
 
 from door.routes import json_values
 from kit.adapters.custom_pipeline import in_process_networks
-from kit.control.pipeline_task import ready_pipeline
 from kit.control.specs import ModelSpec
 from kit.pipelines.custom import answer
+from perf.baselines.planned import entry_pipeline
 from perf.baselines.tensor_model import TensorModel
 
 
@@ -30,7 +30,7 @@ class PipelineModel(TensorModel):
 
     def __init__(self, spec: ModelSpec, threads: int):
         super().__init__(spec, threads, session=False)
-        self.pipeline = ready_pipeline(spec)
+        self.pipeline = entry_pipeline(spec)
         self.networks = in_process_networks(self.pipeline, spec.source_path.parent, spec.max_batch_size, threads)
         self.batched = spec.max_batch_size > 0  # unbatched: a request's tensors whole, with no rows axis
 

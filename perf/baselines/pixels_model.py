@@ -13,9 +13,9 @@ import numpy as np
 
 from door.problems import Problem
 from door.routes import classes_result, float32_array
-from kit.control import image_task
-from kit.control.exports import export_dir
+from kit.control.exports import export, export_dir
 from kit.control.specs import ModelSpec
+from kit.control.tasks import task_of
 from kit.pipelines.errors import InputError
 from kit.pipelines.images import check_images
 from kit.runners.onnx import make_session
@@ -34,7 +34,7 @@ class PixelsModel:
 
     def __init__(self, spec: ModelSpec, threads: int):
         if not spec.shipped:
-            image_task.export(spec)  # exported again only if the checkpoint changed
+            export(spec, task_of(spec).exporter(spec))  # exported again only if the checkpoint changed
         self.max_pixels = spec.max_image_pixels
         self.session = make_session(export_dir(spec) / "model.onnx", threads)
 

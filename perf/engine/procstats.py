@@ -64,12 +64,18 @@ def cpu_seconds(pids: Pids) -> float:
 
 
 def rss_bytes(pids: Pids) -> int:
-    total = 0
+    return sum(rss_bytes_by_role(pids).values())
+
+
+def rss_bytes_by_role(pids: Pids) -> dict[str, int]:
+    """The tree's resident memory by `role` (a model's stubs together)."""
+    total: dict[str, int] = {}
     for process in tree(pids):
         try:
-            total += process.memory_info().rss
-        except psutil.NoSuchProcess:
+            rss, name = process.memory_info().rss, role(process)
+        except psutil.Error:  # gone, or a zombie whose command is gone: it holds no memory
             continue
+        total[name] = total.get(name, 0) + rss
     return total
 
 

@@ -446,14 +446,15 @@ def index_row(w: Workload, results: dict, report: Path, index: Path) -> list[str
 
 def extras_lines(index: Path) -> list[str]:
     """The other committed results (perf/results/extras.json), one line each: what it holds, the command that
-    makes it today, its file."""
+    makes it today (or, `at` a commit, made it before its probe was removed), its file."""
     if not EXTRAS.is_file():
         return []
     lines = ["", "Other committed results:\n"]
     for extra in json.loads(EXTRAS.read_text()):
         link = os.path.relpath(RESULTS / extra["file"], index.resolve().parent)
         made = f" (made as `{extra['made_by']}`, the command line of the time)" if extra.get("made_by") else ""
-        lines.append(f"- {extra['title']}: `{extra['command']}`{made} -> [{link}]({link})")
+        at = f" at commit {extra['at']}, the probe since removed" if extra.get("at") else ""
+        lines.append(f"- {extra['title']}: `{extra['command']}`{at}{made} -> [{link}]({link})")
     return lines
 
 

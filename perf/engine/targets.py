@@ -133,7 +133,6 @@ class KitTarget:
         self.placements = placements(workload, setting, self.models)
         self.label = workload.variant_label(self.placements)
         self.server: TritonServer | None = None
-        self.server_args: list[str] = []  # extra tritonserver options (perf.probes.occupancy: request traces)
 
     @property
     def workers(self) -> int:
@@ -152,7 +151,6 @@ class KitTarget:
         options = ServerOptions.on_free_ports(
             repository,
             gpu_metrics=self.workload.deployment.on_gpu,
-            extra_args=self.server_args,
             environment={COUNTERS_ENV: str(self.workdir / "sim-counters")},
         )
         self.server = TritonServer(options, log_path=self.workdir / "server.log")
@@ -229,15 +227,20 @@ class DoorTarget(KitTarget):
     protocol = "http"
 
     def __init__(self, workload: Workload, setting: dict, model_dir: Path, workdir: Path):
-        """`setting` as the kit's, and "door": {"workers": N} for the door's own processes."""
+        """`setting` as the kit's, and "door": {"workers": N} for the door's own processes, with any other of the
+        door's settings by name ("coalesce_in_flight": 0)."""
         super().__init__(workload, setting, model_dir, workdir)
-        self.door_workers = int(setting.get("door", {}).get("workers", 1))
-        self.label += f" door-workers={self.door_workers}"
+        door = dict(setting.get("door", {}))
+        self.door_workers = int(door.pop("workers", 1))
+        self.door_settings = {f"DOOR_{name.upper()}": str(value) for name, value in door.items()}
+        self.label += f" door-workers={self.door_workers}" + "".join(f" door-{k}={v}" for k, v in door.items())
 
     def start(self, timeout: float = 600) -> None:
         super().start(timeout)
         log = self.workdir / "door.log"
-        self.door = Door(self.grpc_url, "127.0.0.1", free_port(), None, log_path=log, workers=self.door_workers)
+        self.door = Door(
+            self.grpc_url, "127.0.0.1", free_port(), None, log_path=log, workers=self.door_workers, settings=self.door_settings
+        )
         try:
             self.door.start()
         except Exception:

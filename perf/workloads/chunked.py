@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import tritonclient.grpc as grpcclient
 
-from kit.control import ranking_task, token_task
 from kit.control.exports import export_dir
 from kit.control.specs import ModelSpec
+from kit.control.tasks import task_of
 from kit.pipelines.text.entities import Entities
 from kit.runners.onnx import make_session
 from perf.baselines.chunked_model import RANKING, chunked_pipeline, results
@@ -34,7 +34,7 @@ from perf.workloads.tensor import ACCURACY_TIMEOUT_S, LIMIT_PASSES, TensorModelW
 from samples.texts import sample_texts
 
 QUERIES = ["When does the committee meet?", "What do detectors learn from?", "Which results are state of the art?"]
-PARTS = {RANKING: (ranking_task, "pairs"), "token-classification": (token_task, "tokens")}  # each task's middle model
+PARTS = {RANKING: "pairs", "token-classification": "tokens"}  # each task's middle model, by its part
 
 
 class ChunkedModelWorkload(TensorModelWorkload):
@@ -45,8 +45,8 @@ class ChunkedModelWorkload(TensorModelWorkload):
     limit_batches = "planned together in batches of each size, their chunks or windows merged into the graph's batches"
 
     def __init__(self, spec: ModelSpec):
-        task, part = PARTS[spec.task]
-        model = task.names(spec)
+        part = PARTS[spec.task]
+        model = task_of(spec).names(spec)
         self.spec, self.ranking = spec, spec.task == RANKING
         self.name = self.title = self.artifacts = spec.name
         self.entry, self.texts, self.workers = model["entry"], model[part], model["classifier"]

@@ -21,9 +21,9 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 from PIL import Image
 
-from kit.control import image_task
-from kit.control.exports import export_dir
+from kit.control.exports import export, export_dir
 from kit.control.specs import ModelSpec
+from kit.control.tasks import task_of
 from perf.baselines.image_model import ImageModel
 from perf.engine.inputs import InputSet
 from perf.engine.limit import CORES, in_parallel
@@ -84,7 +84,7 @@ class ImageModelWorkload(SpecBaselines, Workload):
 
     request = item = "image"
     sweep_spec = "model-image"  # perf/specs/model-image.json
-    needs = ("model.onnx", image_task.PREPROCESSING, "export.json")
+    needs = ("model.onnx", "export.json")  # and the preprocessing, which the builder checks
     endpoint = "predict"
     load_note = (
         "an image per request: its encoded bytes in `IMAGE` to the kit over gRPC (the pixels model takes the file's "
@@ -93,13 +93,13 @@ class ImageModelWorkload(SpecBaselines, Workload):
     )
 
     def __init__(self, spec: ModelSpec):
-        model = image_task.names(spec)
+        model = task_of(spec).names(spec)
         self.spec = spec
         self.name = self.title = self.artifacts = spec.name
         self.entry, self.pixels, self.workers = model["entry"], model["pixels"], model["classifier"]
         self.models = (self.entry, self.pixels, self.workers)
         self.specs = {spec.name: spec}
-        self.meta = image_task.export(spec)  # the export, made now if it is missing or stale
+        self.meta = export(spec, task_of(spec).exporter(spec))  # the export, made now if it is missing or stale
         self.folder = export_dir(spec)  # the report's model folder: the export the graph and preprocessing come from
         self.door_route = spec.door_route.removeprefix("/")
         self.model_note = (

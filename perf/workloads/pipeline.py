@@ -24,10 +24,10 @@ import tritonclient.grpc as grpcclient
 
 from door.routes import json_values
 from kit.adapters.custom_pipeline import in_process_networks
-from kit.control.onnx_task import example_inputs
-from kit.control.pipeline_task import ready_pipeline, with_network_specs
-from kit.control.specs import ModelSpec
+from kit.control.configs import example_inputs
+from kit.control.specs import ModelSpec, read_specs
 from kit.pipelines.custom import answer
+from perf.baselines.planned import entry_pipeline
 from perf.engine.inputs import InputSet
 from perf.engine.limit import CORES
 from perf.engine.load import tensor
@@ -48,8 +48,9 @@ class PipelineModelWorkload(TensorModelWorkload):
 
     def __init__(self, spec: ModelSpec):
         super().__init__(spec)
-        self.specs = with_network_specs(spec)  # the models its networks are mapped to are served beside it
-        self.pipeline = ready_pipeline(spec)
+        # The specs beside it: a build of its entry alone plans those that bring the models its networks are mapped to.
+        self.specs = {} if spec.shipped else read_specs(spec.path.parent)
+        self.pipeline = entry_pipeline(spec)
         self.batched = spec.max_batch_size > 0
         if not self.batched:
             self.item, self.sweep_spec = "request", "model-unbatched"
@@ -119,7 +120,7 @@ class PipelineModelWorkload(TensorModelWorkload):
 def limit_job(spec: ModelSpec, items: list[dict[str, np.ndarray]], batch: int):
     """The limit's work: every item's rows, LIMIT_PASSES times, through the module in batches of `batch` rows; of an
     unbatched module, its requests `batch` at a time, each whole."""
-    pipeline = ready_pipeline(spec)
+    pipeline = entry_pipeline(spec)
     networks = in_process_networks(pipeline, spec.source_path.parent, spec.max_batch_size, CORES)
     if spec.max_batch_size == 0:
         groups = [items[start : start + batch] for start in range(0, len(items), batch)]

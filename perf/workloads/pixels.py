@@ -24,11 +24,10 @@ from pathlib import Path
 import numpy as np
 import tritonclient.grpc as grpcclient
 
-from kit.control import image_task
 from kit.control.configs import SOURCE, parameters
 from kit.control.exports import export_dir
 from kit.control.specs import ModelSpec
-from kit.control.tasks import shipped_specs
+from kit.control.tasks import shipped_specs, task_of
 from kit.runners.onnx import make_session
 from perf.baselines.pixels_model import PixelsModel, graph_inputs
 from perf.engine.inputs import InputSet
@@ -98,7 +97,7 @@ class PixelsWorkload(SpecBaselines, Workload):
     )
 
     def __init__(self, spec: ModelSpec, name: str = "", title: str = ""):
-        model = image_task.names(spec)
+        model = task_of(spec).names(spec)
         self.spec = spec
         self.name, self.title = name or spec.name, title or spec.name
         self.entry, self.workers = model["entry"], model["backbone"]

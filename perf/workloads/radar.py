@@ -327,8 +327,9 @@ def ceiling_lines(lim: dict, ceiling: dict | None) -> list[str]:
 
 def tune_section(tune: dict) -> list[str]:
     """The layout search of `make tune` (perf.tune), and whether the committed CPU profile holds its winner."""
-    committed = load_profile("cpu")["models"]
-    agrees = all(committed.get(model) == settings for model, settings in tune["winner"]["profile"].items())
+    committed, roles = load_profile("cpu"), tune["winner"].get("roles", {})  # a search before roles wrote none
+    placed = lambda model: committed.roles.get(roles.get(model), {}) | committed.models.get(model, {})  # noqa: E731
+    agrees = all(placed(model) == settings for model, settings in tune["winner"]["profile"].items())
     status = (
         "the committed `model_repository/profiles/cpu.json` holds it"
         if agrees

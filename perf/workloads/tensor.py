@@ -1,7 +1,7 @@
 """A model from a user's spec (kit.control.specs) as a workload: `python -m perf sweep --model NAME` measures it the
 way the shipped models are measured, with nothing written for it.
 
-Requests carry `rows` rows of random inputs of the graph's own tensors (kit.control.onnx_task.example_inputs: free
+Requests carry `rows` rows of random inputs of the graph's own tensors (kit.control.configs.example_inputs: free
 axes of 3, whole numbers 0-9 for integer inputs), the same rows for every design: the kit over gRPC, the kit through
 the door's tensor route, and the hand-rolled designs on the same graph (perf/baselines/*_tensor*.py: Flask per
 request, FastAPI + uvicorn per request, FastAPI with an asyncio batcher). The limit is the graph in this process, its
@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import tritonclient.grpc as grpcclient
 
-from kit.control.onnx_task import example_inputs
+from kit.control.configs import example_inputs
 from kit.control.specs import ModelSpec
 from kit.control.tasks import entry_config
 from kit.runners.onnx import make_session

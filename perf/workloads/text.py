@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from kit.control.exports import export_dir
 from kit.control.specs import ModelSpec
-from kit.control.text_task import answer_names, names
+from kit.control.tasks import entry_config, task_of
 from perf.workloads.radar import Radar
 
 
@@ -23,9 +23,8 @@ class TextModelWorkload(Radar):
     sweep_spec = "model-text"  # perf/specs/model-text.json
 
     def __init__(self, spec: ModelSpec):
-        model = names(spec)
+        model = task_of(spec).names(spec)
         self.spec = spec
-        self.answers = answer_names(spec)
         self.name = self.title = self.artifacts = spec.name
         self.entry, self.texts, self.workers = model["entry"], model["texts"], model["classifier"]
         self.models = (self.entry, self.texts, self.workers)
@@ -40,3 +39,9 @@ class TextModelWorkload(Radar):
             f"chunks fit the window of chunks in flight; classifier = `{self.workers}`, per execution). Stub I/O is the "
             "Python backends' input+output copying.\n"
         )
+
+    @property
+    def answers(self) -> tuple[str, str]:
+        """The entry's outputs of a text and of its chunks: its first two, as its task writes them."""
+        text, chunks = (output.name for output in entry_config(self.spec).output[:2])
+        return text, chunks

@@ -8,8 +8,9 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import InferenceServerException
@@ -20,6 +21,9 @@ from kit.control.repository import build
 from kit.control.specs import ModelSpec
 from kit.server.runtime import ServerOptions, TritonServer
 from tests.conftest import ARTIFACTS, REPO_ROOT
+
+if TYPE_CHECKING:
+    from tests.served.gate import Gate
 
 RADAR_MODELS = ("radar", "radar_texts", "radar_classifier")
 RESULTS = REPO_ROOT / "build" / "reliability"
@@ -70,14 +74,18 @@ def own_server(
     artifacts: Path = ARTIFACTS,
     profile: str = "cpu",
     specs: Mapping[str, ModelSpec] | None = None,
+    gates: Iterable[Gate] = (),
     **options,
 ) -> Iterator[TritonServer]:
     """A server of the test's own (free ports, the `profile`'s repository in tmp_path, with users' `specs` where
     given), for tests that overload it, kill its processes, change its options or serve changed `artifacts`, so that
-    the shared session server stays clean."""
+    the shared session server stays clean. `gates` are written beside their targets (tests.served.gate); `patches`
+    route callers through them."""
     repository = tmp_path / "repository"
     specs = dict(specs or {})
     build(profile, repository, artifacts, specs=specs, models=(*models, *specs))  # the closure of what they call
+    for gate in gates:
+        gate.install(repository, tmp_path / "gates" / gate.name)
     for model, change in (patches or {}).items():
         patch_config(repository, model, change)
     with TritonServer(ServerOptions.on_free_ports(repository, **options), log_path=tmp_path / "server.log") as server:

@@ -20,6 +20,7 @@ from kit.control.specs import ModelSpec
 from tests.served import tensors
 from tests.served.conftest import BROUGHT
 from tests.served.doors import assert_problem, call
+from tests.served.statistics import counted, executions
 
 # Served against direct: the same graph and kernels; the batch a row lands in may change float rounding.
 RTOL, ATOL = 1e-5, 1e-6
@@ -86,17 +87,12 @@ def test_rows_of_a_batched_request_equal_the_same_rows_sent_alone(model, grpc_cl
             np.testing.assert_allclose(batched[name][i : i + 1], value, rtol=RTOL, atol=ATOL)
 
 
-def executions(grpc_client, model: str) -> tuple[int, int]:
-    stats = grpc_client.get_inference_statistics(model).model_stats[0]
-    return stats.inference_stats.success.count, stats.execution_count
-
-
 def test_concurrent_requests_of_a_brought_model_share_executions(grpc_client, server, brought_models):
     before = executions(grpc_client, "scorer")
     inputs = [rows("scorer", 1, seed=100 + i) for i in range(256)]
     with ThreadPoolExecutor(32) as pool:
         answers = list(pool.map(lambda x: infer(server.options.grpc_url, "grpc", "scorer", x), inputs))
-    requests, runs = (a - b for a, b in zip(executions(grpc_client, "scorer"), before))
+    requests, runs = counted(grpc_client, {"scorer": before}, {"scorer": 256})["scorer"]
     assert requests == 256
     assert runs < requests, f"{runs} executions for {requests} requests: Triton batched none of them"
     for x, answer in zip(inputs, answers):

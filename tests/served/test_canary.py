@@ -6,12 +6,7 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
-import onnx
-from onnx import helper, numpy_helper
-
-from tests.conftest import ARTIFACTS
-from tests.profiles import configs
+from perf.chaos.versions import perturbed_export
 from tests.served.doors import call, running_door
 from tests.served.reliability import own_server, wait_for
 
@@ -35,30 +30,9 @@ def test_the_exports_golden_set_passes_on_the_served_model_at_start_and_every_in
     assert sample['door_canary_runs_total{result="drift"}'] == 0 and sample['door_canary_runs_total{result="error"}'] == 0
 
 
-def perturbed_artifacts(root):
-    """The radar artifacts (linked) with the graph the CPU profile serves replaced by one whose AI logit
-    is shifted by +1, as a wrong classifier-head bias would shift it."""
-    graph = configs("cpu", specs={})["radar_classifier"].parameters["onnx_model"].string_value
-    source = ARTIFACTS / "radar"
-    (root / "radar").mkdir(parents=True)
-    for path in source.iterdir():
-        if path.name != graph:
-            (root / "radar" / path.name).symlink_to(path.resolve())
-    model = onnx.load(source / graph)
-    for node in model.graph.node:
-        node.output[:] = ["unshifted" if name == "logits" else name for name in node.output]
-    meta = json.loads((source / "export.json").read_text())
-    shift = np.zeros(meta["num_labels"], np.float32)
-    shift[meta["ai_label_index"]] = 1.0
-    model.graph.initializer.append(numpy_helper.from_array(shift, "shift"))
-    model.graph.node.append(helper.make_node("Add", ["unshifted", "shift"], ["logits"]))
-    onnx.save(model, root / "radar" / graph)
-    return root
-
-
 def test_a_perturbed_classifier_fails_readiness_with_the_drift_while_inference_still_answers(tmp_path, radar_artifacts):
     tolerance = json.loads((radar_artifacts / "export.json").read_text())["canary"]["tolerance"]
-    artifacts = perturbed_artifacts(tmp_path / "artifacts")
+    artifacts = perturbed_export(tmp_path / "artifacts")
     with (
         own_server(tmp_path, artifacts=artifacts) as server,
         running_door(server.options.grpc_url, tmp_path / "door.log") as door,

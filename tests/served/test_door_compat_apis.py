@@ -17,7 +17,8 @@ from tokenizers import Tokenizer
 
 from tests.served.conftest import TEXT_ENCODERS
 from tests.served.doors import call, running_door
-from tests.served.reliability import own_server, tiny_queue
+from tests.served.gate import WAIT_S, Gate
+from tests.served.reliability import own_server, wait_for
 from tests.served.test_embedding_models import ATOL, BATCHING_ATOL, TEXTS, pytorch
 from tests.served.text_specs import ask
 
@@ -164,16 +165,25 @@ def test_tei_tokenize_answers_the_models_own_tokens_with_offsets_in_utf8_bytes(e
 
 
 def test_openais_own_retry_honours_the_doors_429_and_every_answer_is_right(brought_models, references, tmp_path):
-    """An encoder whose texts model queues 2 texts on one instance, and 24 clients at once: the door refuses some with
-    429 and Retry-After, and OpenAI's client, retrying by itself, gets every embedding right."""
-    root = tmp_path / "tiny"
-    patches = {f"{ENCODER}_texts": tiny_queue(2, 1, max_batch=1, window=4)}
+    """The encoder reaches its texts model through a closed gate with a queue of 2 (tests.served.gate): once it holds
+    3 requests, OpenAI's client, retrying by itself, is refused with 429 and Retry-After by construction, not by a race;
+    the gate opens once the door has refused it, and every embedding comes back right."""
+    root, gate = tmp_path / "gated", Gate(f"{ENCODER}_texts", queue=2)
     specs = {ENCODER: brought_models[ENCODER]}
-    with own_server(root, patches, specs=specs) as server, running_door(server.options.grpc_url, root / "door.log") as door:
-        with openai.OpenAI(base_url=f"{door.url}/v1", api_key="none", max_retries=30) as retrying:
-            with ThreadPoolExecutor(24) as pool:
-                answers = list(pool.map(lambda i: retrying.embeddings.create(model=ENCODER, input=TEXTS[i % 4]), range(24)))
-        refused = door.log.read_text().count('/v1/embeddings" 429')
-    for i, answer in enumerate(answers):
-        np.testing.assert_allclose(answer.data[0].embedding, references[i % 4]["embedding"], atol=ATOL)
-    assert refused > 0, "nothing was refused, so nothing was retried: the test did not overload"
+    with (
+        own_server(root, {ENCODER: gate.as_step}, specs=specs, gates=[gate]) as server,
+        running_door(server.options.grpc_url, root / "door.log") as door,
+        openai.OpenAI(base_url=f"{door.url}/v1", api_key="none", max_retries=30) as retrying,
+        ThreadPoolExecutor(gate.queue + 1 + len(TEXTS)) as pool,
+    ):
+        with gate.closed():
+            body = {"model": ENCODER, "input": TEXTS[0]}
+            held = gate.fill(server, pool, lambda: call(door, "POST", "/v1/embeddings", json=body))
+            answers = [pool.submit(retrying.embeddings.create, model=ENCODER, input=text) for text in TEXTS]
+            refusals = lambda: door.log.read_text().count('/v1/embeddings" 429')  # noqa: E731
+            assert wait_for(lambda: refusals() > 0, WAIT_S), "the full queue refused nothing"
+        for response in (future.result() for future in held):
+            assert response.status == 200, response.data[:300]
+            np.testing.assert_allclose(response.json()["data"][0]["embedding"], references[0]["embedding"], atol=ATOL)
+        for i, answer in enumerate(future.result() for future in answers):
+            np.testing.assert_allclose(answer.data[0].embedding, references[i]["embedding"], atol=ATOL)

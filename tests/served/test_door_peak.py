@@ -2,7 +2,8 @@
 to `POST /v1/radar` at once, through a door in front of the session's server. Every request gets exactly
 one answer, and it is either a 200 equal to what Triton answers directly for that text (within
 test_door_routes' tolerance) or a 429 with Retry-After: nothing else, nothing lost. Triton answered
-exactly the door's 200s, and the door and Triton are ready afterwards."""
+no more requests than the door's 200s (the door coalesces concurrent texts into fewer, door.coalesce, and asks
+none twice), and the door and Triton are ready afterwards."""
 
 from __future__ import annotations
 
@@ -96,11 +97,18 @@ def test_a_peak_through_the_door_ends_in_right_answers_or_429s(server, grpc_clie
         assert not other, f"{len(other)} requests ended in neither a 200 nor a 429 with Retry-After, e.g. {other[0]!r}"
         right = counts["right"]
         assert right, f"nothing was answered: {dict(counts)}"
-        assert settled(lambda: answered(grpc_client) - before, right) == right, "Triton answered other than the door's 200s"
+        requests = settled(lambda: answered(grpc_client) - before, right)
+        assert 0 < requests <= right, f"Triton answered {requests} requests for the door's {right} 200s"
         ready = call(door, "GET", "/health/ready")
         assert ready.status == 200, ready.data
     assert server.is_ready()
     save_result(
         "peak_door",
-        {"requests": REQUESTS, "seconds": round(seconds, 2), "held_by_server_at_once": pending.peak["radar_texts"], **counts},
+        {
+            "requests": REQUESTS,
+            "seconds": round(seconds, 2),
+            "held_by_server_at_once": pending.peak["radar_texts"],
+            "triton_requests": requests,
+            **counts,
+        },
     )

@@ -26,7 +26,7 @@ from kit.control.repository import plan
 from perf.sim.device import SIM
 from tests.served.conftest import IMAGE_CLASSIFIERS
 from tests.served.doors import assert_problem, call
-from tests.served.text_specs import executions
+from tests.served.statistics import counted, executions
 
 # Served (the preprocessing in numpy, ONNX Runtime, batched) against the processor and PyTorch on each image alone.
 ATOL = 1e-4
@@ -108,7 +108,7 @@ def test_concurrent_images_of_different_sizes_share_the_classifiers_executions(
     sent = list(range(len(IMAGES))) * 16
     with ThreadPoolExecutor(32) as pool:
         answers = list(pool.map(lambda i: classify(server.options.grpc_url, model, IMAGES[i]), sent))
-    requests, runs = (a - b for a, b in zip(executions(grpc_client, classifier), before))
+    requests, runs = counted(grpc_client, {classifier: before}, {classifier: len(sent)})[classifier]
     assert requests == len(sent)
     assert runs < requests, f"{runs} executions for {requests} images: none carried more than one"
     for i, answer in zip(sent, answers):

@@ -6,7 +6,10 @@ tests run in order on one server: the rollback and the restart start from the ve
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -16,21 +19,13 @@ from clients.radar import RadarClient
 from clients.triton import NO_RETRY
 from kit.control.profiles import load_profile
 from kit.server.deploy import Repository, deploy
+from kit.server.runtime import Supervisor
+from perf.chaos.versions import linked_export, perturbed_export
 from samples.texts import sample_texts
-from tests.conftest import ARTIFACTS
 from tests.served.doors import running_door
 from tests.served.reliability import Workers, own_server, save_result, wait_for
-from tests.served.test_canary import perturbed_artifacts
 
 CLIENTS = 64
-
-
-def linked_export(root):
-    """The export in artifacts/radar, linked under root/radar: a new version of the same model."""
-    (root / "radar").mkdir(parents=True)
-    for path in (ARTIFACTS / "radar").iterdir():
-        (root / "radar" / path.name).symlink_to(path.resolve())
-    return root
 
 
 class Load(Workers):
@@ -74,6 +69,20 @@ def door_canary(door) -> dict:
     return urllib3.request("GET", f"{door.url}/health/ready", timeout=10).json()["canary"]
 
 
+@contextlib.contextmanager
+def watched(server) -> Iterator[list[str]]:
+    """The kit's supervisor polling `server` every 50 ms meanwhile; its lines (a restart's among them)."""
+    lines: list[str] = []
+    stop = threading.Event()
+    supervising = threading.Thread(target=Supervisor(server, poll=0.05, log=lines.append).run, args=(stop,))
+    supervising.start()
+    try:
+        yield lines
+    finally:
+        stop.set()
+        supervising.join()
+
+
 @pytest.fixture(scope="module")
 def updating(tmp_path_factory):
     with own_server(tmp_path_factory.mktemp("update")) as server:
@@ -88,7 +97,8 @@ def test_radar_is_updated_under_load_with_nothing_lost_and_the_door_learns_of_it
         assert door_canary(door)["version"] == "1"
         with Load(server.options.grpc_url, reference, texts) as load:
             assert wait_for(lambda: load.answered >= CLIENTS, 60), load.errors[:3]
-            outcome = deploy(repo, "radar", 2, linked_export(tmp_path / "v2"), log=print)
+            with watched(server) as restarts:  # as `make serve` runs it: the supervisor polls while the deploy loads
+                outcome = deploy(repo, "radar", 2, linked_export(tmp_path / "v2"), log=print)
             settled = load.answered
             assert wait_for(lambda: load.answered >= settled + CLIENTS, 60), "answers go on after the switch"
         figures = {
@@ -105,6 +115,7 @@ def test_radar_is_updated_under_load_with_nothing_lost_and_the_door_learns_of_it
         assert load.sent - load.answered <= CLIENTS, "only the requests in flight at the stop are unanswered"
         assert repo.serving("radar") == [2] and repo.serving("radar_classifier") == [2]
         assert server.dead_stubs() == [], "the retired version's stubs were reaped, not left dead: no restart"
+        assert restarts == [], "the supervisor took a stub that a load starts and ends (the config's) for a dead one"
         roles = load_profile("cpu").roles
         stubs = roles["text-texts"]["instances"] + roles["text-graph"]["instances"]
         assert len(server.stubs) >= stubs, f"the new version's stubs are watched: radar_texts' and the classifier's {stubs}"
@@ -118,7 +129,7 @@ def test_a_version_whose_golden_set_fails_is_rolled_back_and_the_old_one_serves(
     server = updating
     repo = Repository(server.options.repository, server.options.http_url, None, print)
     before = repo.serving("radar")
-    outcome = deploy(repo, "radar", 3, perturbed_artifacts(tmp_path / "v3"), log=print)
+    outcome = deploy(repo, "radar", 3, perturbed_export(tmp_path / "v3"), log=print)
     assert not outcome.deployed and "golden set" in outcome.step and outcome.report.max_drift > outcome.report.tolerance
     assert repo.serving("radar") == before and repo.serving("radar_classifier") == before
     assert not (server.options.repository / "radar_classifier" / "3").exists()
@@ -128,9 +139,41 @@ def test_a_version_whose_golden_set_fails_is_rolled_back_and_the_old_one_serves(
 
 
 def test_a_restarted_server_serves_the_deployed_version(updating):
+    """And its stop leaves no /dev/shm region behind, those of stubs started since it started included: here the
+    classifier's version 2 reloaded with one more instance, as an operator would scale it, unseen by any poll."""
     server = updating
-    server.stop()
-    server.start()
     repo = Repository(server.options.repository, server.options.http_url, None, print)
+    scaled = repo.config_on_disk("radar_classifier")
+    scaled.instance_group[0].count += 1
+    repo.load(scaled)
+    regions = [stub.shm_region for stub in server.current_stubs() if stub.shm_region]
+    server.stop()
+    assert [region for region in regions if os.path.exists(f"/dev/shm/{region}")] == []
+    server.start()
     assert wait_for(lambda: repo.serving("radar") == [2], 10, every=0.5), repo.serving("radar")
     assert repo.serving("radar_classifier") == [2]
+
+
+def test_a_deploy_that_a_restart_cuts_short_rolls_back_once_the_server_is_back(tmp_path, reference):
+    """The server dies as the deploy loads the new radar (its config on disk already names it), and the supervisor
+    restarts it on the configs on disk, the new radar among them: the deploy waits for it and rolls back, step by step
+    as it went up, and the old version serves and answers right."""
+    step = "loading radar [2]"
+    killed = []
+
+    def log(line: str) -> None:
+        print(line)
+        if line == step and not killed:
+            killed.append(server.process.pid)
+            server.process.kill()
+
+    with own_server(tmp_path / "server") as server, watched(server) as lines:
+        repo = Repository(server.options.repository, server.options.http_url, None, log)
+        outcome = deploy(repo, "radar", 2, linked_export(tmp_path / "v2"), log=log)
+        assert killed and any("exited with code -9" in line for line in lines), lines
+        assert not outcome.deployed and "went away" in outcome.step, outcome.step
+        assert repo.serving("radar") == [1] and repo.serving("radar_classifier") == [1]
+        assert not (server.options.repository / "radar" / "2").exists()
+        text = sample_texts(1, 150, 400, seed=27)[0]
+        result = RadarClient(server.options.grpc_url, "grpc").classify(text)
+    np.testing.assert_allclose(result.chunk_scores, [reference(text[s:e]) for s, e in result.chunk_spans], atol=1e-4)

@@ -246,11 +246,11 @@ def test_in_turns_the_kit_and_its_door_answer_every_round_and_each_round_measure
         assert row["error"] is None and row["requests"] > 0 and 0 < row["p50_ms"] <= row["p99_ms"]
     door = next(r for r in rows if r["family"] == "door")
     assert "door" in door["server_cpu_s_by_role"] and "tritonserver" in door["server_cpu_s_by_role"]
-    # The door's texts reached Triton: radar_texts counts a text when its execution hands it off, before it is
-    # answered (the ensemble counts it after its answer has gone, so a window can end between the two). The window
-    # counts the texts answered in it, so each client's text in flight when it starts was handed off before it.
-    in_flight_at_start = TURNS_TINY["sweep"]["concurrency"][0]
-    assert door["triton"]["radar_texts"]["requests"] >= door["requests"] - in_flight_at_start
+    # The door's texts reached Triton's texts model. Only bounds hold: the door may carry several texts in one request
+    # (door.coalesce), and a Python model's statistics settle after its responses, so a window's count can miss or
+    # take in the texts in flight at either end.
+    in_flight = TURNS_TINY["sweep"]["concurrency"][0]
+    assert 0 < door["triton"]["radar_texts"]["requests"] <= door["requests"] + 2 * in_flight
     assert [r["round"] for r in results["limit_rounds"]] == [0, 1] and results["limit"]["best"]["chunks_per_s"] > 0
     assert results["accuracy"]["requests"] == 3 and results["accuracy"]["max_abs_diff"] < 1e-4
     report = (out / "REPORT.md").read_text()

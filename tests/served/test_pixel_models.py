@@ -20,7 +20,7 @@ from kit.control.exports import export_python
 from kit.control.image_task import names
 from tests.served.conftest import PIXEL_CLASSIFIERS
 from tests.served.doors import assert_problem, call
-from tests.served.text_specs import executions
+from tests.served.statistics import counted, executions
 
 MODEL = "shapes"
 # Served (padded among other sizes, ONNX Runtime) against PyTorch on each image alone.
@@ -59,7 +59,7 @@ def test_concurrent_images_of_different_sizes_equal_pytorch_alone_and_share_exec
     sent = list(range(len(IMAGES))) * 16
     with ThreadPoolExecutor(32) as pool:
         answers = list(pool.map(lambda i: classify(server.options.grpc_url, IMAGES[i][np.newaxis])[0], sent))
-    requests, runs = (a - b for a, b in zip(executions(grpc_client, MODEL), before))
+    requests, runs = counted(grpc_client, {MODEL: before}, {MODEL: len(sent)})[MODEL]
     assert requests == len(sent)
     assert runs < requests, f"{runs} executions for {requests} images: none carried more than one"
     for i, answer in zip(sent, answers):

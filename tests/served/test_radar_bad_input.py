@@ -47,8 +47,9 @@ def test_wrong_dtype_is_rejected_by_name(url, protocol):
 
 
 def test_wrong_shape_is_rejected_by_name(url, protocol):
+    # TEXT is [t], one text or several (what the door coalesces): a second axis is the wrong shape.
     with pytest.raises(InferenceServerException) as error:
-        send(url, protocol, {"TEXT": np.array([b"one", b"two"], dtype=np.object_)})
+        send(url, protocol, {"TEXT": np.array([[b"one", b"two"]], dtype=np.object_)})
     assert "TEXT" in error.value.message()
 
 

@@ -25,7 +25,7 @@ from perf.sim.device import SIM
 from samples.texts import MULTILINGUAL, sample_texts
 from tests.served.conftest import TEXT_RANKERS
 from tests.served.doors import call, running_door
-from tests.served.text_specs import executions
+from tests.served.statistics import counted, executions
 
 OUTPUTS = ("SCORE", "CHUNK_SCORES", "CHUNK_SPANS", "TOKENS")
 ATOL = 1e-4  # served (ONNX Runtime, pairs padded to length buckets, batched) against the pipeline on each pair alone
@@ -82,7 +82,8 @@ def test_concurrent_pairs_share_executions_and_each_is_answered_as_alone(model, 
     sent = list(range(len(DOCUMENTS))) * 16
     with ThreadPoolExecutor(32) as pool:
         answers = list(pool.map(lambda i: ask(server.options.grpc_url, model, QUERY, DOCUMENTS[i]), sent))
-    requests, runs = (a - b for a, b in zip(executions(grpc_client, f"{model}_pairs"), before))
+    pairs = f"{model}_pairs"
+    requests, runs = counted(grpc_client, {pairs: before}, {pairs: len(sent)})[pairs]
     assert requests == len(sent) and runs < requests, f"{runs} executions for {requests} pairs: none carried more than one"
     for i, answer in zip(sent, answers):
         np.testing.assert_allclose(answer["SCORE"], [references[model][i]["score"]], atol=ATOL)

@@ -20,6 +20,7 @@ from kit.control.pipeline_task import ready_pipeline
 from kit.control.specs import ModelSpec
 from kit.pipelines.custom import answer
 from tests.served.doors import assert_problem, call
+from tests.served.statistics import counted, executions
 from tests.served.tensors import infer
 
 RTOL, ATOL = 1e-5, 1e-6
@@ -35,11 +36,6 @@ def signal(seed: int) -> np.ndarray:
 def in_process(spec: ModelSpec, values: np.ndarray) -> dict[str, np.ndarray]:
     pipeline = ready_pipeline(spec)
     return asyncio.run(answer(pipeline, {"signal": values}, in_process_networks(pipeline, spec.source_path.parent), False))
-
-
-def executions(grpc_client, model: str) -> tuple[int, int]:
-    stats = grpc_client.get_inference_statistics(model).model_stats[0]
-    return stats.inference_stats.success.count, stats.execution_count
 
 
 def all_at_once(url: str, signals: list[np.ndarray]) -> list[dict[str, np.ndarray]]:
@@ -63,7 +59,7 @@ def test_an_unbatched_pipeline_answers_each_signal_as_its_module_does(server, br
     signals = [signal(seed) for seed in range(128)]
     before = executions(grpc_client, "peaks_scorer")
     served = all_at_once(server.options.grpc_url, signals)
-    calls, runs = (a - b for a, b in zip(executions(grpc_client, "peaks_scorer"), before))
+    calls, runs = counted(grpc_client, {"peaks_scorer": before}, {})["peaks_scorer"]
     for values, got in zip(signals, served):
         want = in_process(spec, values)
         assert got["positions"].tolist() == np.flatnonzero(values > THRESHOLD).tolist() == want["positions"].tolist()

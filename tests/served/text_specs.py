@@ -12,6 +12,8 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
+from tests.served.statistics import counted, executions
+
 # check(i, answer): the answer to the i-th text sent equals that text's reference
 Check = Callable[[int, dict[str, np.ndarray]], None]
 
@@ -27,11 +29,6 @@ def ask(url: str, model: str, text: str, outputs: tuple[str, ...]) -> dict[str, 
         client.close()
 
 
-def executions(grpc_client, model: str) -> tuple[int, int]:
-    stats = grpc_client.get_inference_statistics(model).model_stats[0]
-    return stats.inference_stats.success.count, stats.execution_count
-
-
 def assert_texts_share_executions(
     grpc_client, url: str, model: str, texts: list[str], outputs: tuple, check: Check, texts_model: str = ""
 ) -> None:
@@ -42,7 +39,7 @@ def assert_texts_share_executions(
     sent = texts * 32
     with ThreadPoolExecutor(32) as pool:
         answers = list(pool.map(lambda text: ask(url, model, text, outputs), sent))
-    requests, runs = (a - b for a, b in zip(executions(grpc_client, texts_model), before))
+    requests, runs = counted(grpc_client, {texts_model: before}, {texts_model: len(sent)})[texts_model]
     assert requests == len(sent)
     assert runs < requests, f"{runs} executions for {requests} texts: none carried more than one"
     for i, answer in enumerate(answers):

@@ -156,7 +156,7 @@ class CanaryUpstream(FakeUpstream):
 
 def door_with_canary(contract, scores):
     contract = dataclasses.replace(contract, canary=GOLDEN)
-    settings = DoorSettings()
+    settings = DoorSettings(coalesce_in_flight=0)  # a request per text, which the fake answers
     upstream = CanaryUpstream(settings, contract)
     upstream.scores, upstream.canary_models = list(scores), []
     return TestClient(create_app(contract, settings, upstream)), upstream

@@ -115,6 +115,8 @@ def problem_for(status: str, message: str, flow_answers: int = 0):
         ("StatusCode.UNAVAILABLE", "radar failed: radar_classifier: Request timeout expired", 429, "overloaded"),
         ("StatusCode.UNAVAILABLE", "failed to connect to all addresses", 503, "unavailable"),
         ("StatusCode.INTERNAL", "Stub process 'radar_0_1' is not healthy.", 503, "unavailable"),
+        ("StatusCode.NOT_FOUND", "Request for unknown model: 'radar' has no available versions", 503, "unavailable"),
+        ("StatusCode.NOT_FOUND", "Request for unknown model: 'radr' is not found", 502, "upstream-error"),
         ("StatusCode.INVALID_ARGUMENT", "TEXT is not UTF-8", 422, "invalid-input"),
         ("StatusCode.DEADLINE_EXCEEDED", "Deadline Exceeded", 504, "upstream-timeout"),
         ("StatusCode.INTERNAL", "inference failed", 502, "upstream-error"),

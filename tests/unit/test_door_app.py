@@ -80,7 +80,8 @@ def contract(radar_artifacts):
 
 
 def door(contract, **settings):
-    settings = DoorSettings(**settings)
+    # A request per text (no coalescing), which the fake answers: tests/served/test_door_coalesce.py coalesces.
+    settings = DoorSettings(**{"coalesce_in_flight": 0, **settings})
     upstream = FakeUpstream(settings, contract)
     return TestClient(create_app(contract, settings, upstream)), upstream
 

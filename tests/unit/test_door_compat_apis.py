@@ -32,7 +32,7 @@ def text_model(radar: mc.ModelConfig, name: str, answer: str, outputs: dict[str,
     del config.output[:]
     for output, dims in outputs.items():
         config.output.add(
-            name=output, data_type=mc.TYPE_INT32 if output in ("CHUNK_SPANS", "TOKENS") else mc.TYPE_FP32, dims=dims
+            name=output, data_type=mc.TYPE_INT32 if output in ("CHUNK_SPANS", "TOKENS", "CHUNKS") else mc.TYPE_FP32, dims=dims
         )
     for key, value in {"door_route": f"/v1/{name}", "door_answer": answer, **params}.items():
         set_parameter(config, key, value)
@@ -48,14 +48,14 @@ def contract(radar_artifacts):
         radar,
         "encoder",
         "text-embedding",
-        {"EMBEDDING": [3], "CHUNK_EMBEDDINGS": [-1, 3], "CHUNK_SPANS": [-1, 2], "TOKENS": [1]},
+        {"EMBEDDING": [-1], "CHUNK_EMBEDDINGS": [-1, 3], "CHUNK_SPANS": [-1, 2], "TOKENS": [-1], "CHUNKS": [-1]},
         pooling="mean",
     )
     classifier = text_model(
         radar,
         "topics",
         "text-labels",
-        {"SCORES": [3], "CHUNK_SCORES": [-1, 3], "CHUNK_SPANS": [-1, 2], "LOGITS": [3]},
+        {"SCORES": [-1], "CHUNK_SCORES": [-1, 3], "CHUNK_SPANS": [-1, 2], "CHUNKS": [-1], "LOGITS": [-1]},
         labels='["sport", "politics", "science"]',
     )
     return contract_from_configs({"encoder": encoder, "topics": classifier})
@@ -108,7 +108,7 @@ def client(contract):
 
 
 def running(contract, **settings):
-    settings = DoorSettings(**settings)
+    settings = DoorSettings(coalesce_in_flight=0, **settings)  # a request per text, which the fake answers
     upstream = FakeUpstream(settings, contract)
     with TestClient(create_app(contract, settings, upstream)) as test_client:
         test_client.upstream = upstream

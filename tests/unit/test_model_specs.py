@@ -203,6 +203,6 @@ def test_kit_list_shows_the_kits_own_specs_beside_the_users(graphs, tmp_path, ca
     assert kit_main(["list", "--models", str(folder)]) == 0
     lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
     assert "text-classification" in lines["radar"]
-    assert "TEXT -> SCORE, CHUNK_SCORES, CHUNK_SPANS, TOKENS  /v1/radar" in lines["radar"]
+    assert "TEXT -> SCORE, CHUNK_SCORES, CHUNK_SPANS, TOKENS, CHUNKS  /v1/radar" in lines["radar"]
     assert lines["radar"].endswith("(shipped)") and not lines["scores"].endswith("(shipped)")
     assert "image-classification" in lines["resnet50"] and "INPUT -> PROBS  /v1/resnet50  (shipped)" in lines["resnet50"]

@@ -15,7 +15,7 @@ import pytest
 from kit.adapters.custom_pipeline import answer_many, in_process_networks, load_definition
 from kit.control.configs import REPO_ROOT, RepositoryError, parameters
 from kit.control.models import main as kit_main
-from kit.control.pipeline_task import ready_pipeline, with_network_specs
+from kit.control.pipeline_task import ready_pipeline
 from kit.control.repository import plan
 from kit.control.specs import read_specs
 from kit.pipelines.custom import Networks, answer
@@ -273,9 +273,10 @@ def test_a_network_option_that_is_not_a_pair_is_refused(folder):
         add(folder / "tabular.py", folder / "models", "--network", "scorer")
 
 
-def test_a_model_built_alone_takes_the_specs_its_networks_are_mapped_to(sharing):
-    """What a benchmark of one pipeline builds (perf sweep --model): its spec and those that bring its networks."""
+def test_a_model_built_alone_takes_the_models_its_networks_are_mapped_to(sharing):
+    """What a benchmark of one pipeline builds (perf sweep --model): its entry, from the specs beside it, and the
+    models its networks are mapped to, which other specs bring."""
     specs = read_specs(sharing)
-    assert sorted(with_network_specs(specs["ledger"])) == ["ledger", "tabular"]
-    assert sorted(with_network_specs(specs["audit"])) == ["audit", "scorer"]
-    assert sorted(with_network_specs(specs["tabular"])) == ["tabular"]
+    assert sorted(plan("cpu", specs, models=["ledger"])) == ["ledger", "tabular_scorer"]
+    assert sorted(plan("cpu", specs, models=["audit"])) == ["audit", "scorer"]
+    assert sorted(plan("cpu", specs, models=["tabular"])) == ["tabular", "tabular_scorer"]

@@ -5,7 +5,7 @@ import pytest
 
 from kit.adapters.artifacts import text_pipeline
 from kit.adapters.settings import TextSettings
-from kit.pipelines.text.pipeline import InputError, decode_text
+from kit.pipelines.text.pipeline import InputError, decode_request_texts, decode_text
 from samples.texts import MULTILINGUAL, sample_texts
 
 
@@ -61,6 +61,18 @@ def test_finish_weights_chunk_scores_by_their_length(pipeline):
 def test_decode_text_rejects_bad_input_with_a_clear_message(raw, message):
     with pytest.raises(InputError, match=message):
         decode_text(raw, max_bytes=100)
+
+
+def test_a_request_of_several_texts_decodes_each_and_names_the_bad_one():
+    tensor = np.array([b"one", "deux \u00e9".encode()], dtype=np.object_)
+    assert decode_request_texts(tensor, 100, 8) == ["one", "deux \u00e9"]
+    assert decode_request_texts(np.array([b"alone"], dtype=np.object_), 100, 8) == ["alone"]
+    with pytest.raises(InputError, match="TEXT 1 is not valid UTF-8"):
+        decode_request_texts(np.array([b"fine", b"\xc3\x28"], dtype=np.object_), 100, 8)
+    with pytest.raises(InputError, match="TEXT is empty"):  # one text's error reads as it always did
+        decode_request_texts(np.array([b" "], dtype=np.object_), 100, 8)
+    with pytest.raises(InputError, match="holds 3 texts; a request carries 1 to 2"):
+        decode_request_texts(np.array([b"a", b"b", b"c"], dtype=np.object_), 100, 2)
 
 
 def test_largest_bucket_must_match_the_token_limit(radar_artifacts):

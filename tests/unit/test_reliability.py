@@ -87,12 +87,16 @@ BAD_INPUT = InferenceServerException("TEXT is not valid UTF-8", status="StatusCo
         (ConnectionRefusedError(111, "Connection refused"), True),
         (BAD_INPUT, False),
         (InferenceServerException("bad", status="400"), False),
-        (InferenceServerException("Stub process 'x' is not healthy.", status="StatusCode.INTERNAL"), False),
+        (InferenceServerException("Stub process 'x' is not healthy.", status="StatusCode.INTERNAL"), True),
+        (InferenceServerException("in ensemble 'radar', Stub process 'x_0_1' is not healthy.", status="500"), True),
+        (InferenceServerException("Failed to process the request(s)", status="StatusCode.INTERNAL"), False),
+        (InferenceServerException("Request for unknown model: 'radar' has no available versions", status="400"), True),
+        (InferenceServerException("Request for unknown model: 'radr' is not found", status="StatusCode.NOT_FOUND"), False),
         (InferenceServerException("This protocol is restricted, expecting header", status="StatusCode.UNAVAILABLE"), False),
         (ValueError("a bug"), False),
     ],
 )
-def test_only_overload_and_unreachable_server_are_retryable(error, retry):
+def test_only_overload_a_restarting_server_and_a_dead_stub_are_retryable(error, retry):
     assert is_retryable(error) is retry
 
 

@@ -96,6 +96,18 @@ def decode_request_text(tensor: np.ndarray, max_bytes: int, name: str = "TEXT") 
     return decode_text(bytes(items[0]), max_bytes, name)
 
 
+def decode_request_texts(tensor: np.ndarray, max_bytes: int, max_texts: int, name: str = "TEXT") -> list[str]:
+    """The texts of a text input `name` that carries one or more (BYTES [n], n <= `max_texts`), each decoded as
+    decode_text does; a bad one fails the whole request, and its error says which (`TEXT 2 ...`) where there are
+    several."""
+    items = tensor.reshape(-1)
+    if not 1 <= items.size <= max_texts:
+        raise InputError(f"{name} holds {items.size} texts; a request carries 1 to {max_texts}")
+    if items.size == 1:
+        return [decode_text(bytes(items[0]), max_bytes, name)]
+    return [decode_text(bytes(item), max_bytes, f"{name} {i}") for i, item in enumerate(items)]
+
+
 def spans_of(text: str, max_chars: int) -> list[tuple[int, int]]:
     """Chunks of at most `max_chars` characters (split_text); with 0, the whole text, which `chunk_text` then splits
     at the model's own token limit."""
