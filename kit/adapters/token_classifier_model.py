@@ -18,11 +18,12 @@ class TritonPythonModel(GroupedModel):
     def load(self, args, version_dir) -> None:
         self.pipeline = token_pipeline(version_dir, self.settings)
 
-    def check(self, request) -> str:
-        return decode_request_text(input_array(request, "TEXT"), self.settings.max_text_bytes)
+    def check(self, request) -> list[str]:
+        return [decode_request_text(input_array(request, "TEXT"), self.settings.max_text_bytes)]
 
     @staticmethod
-    def outputs(result: Entities) -> dict[str, np.ndarray]:
+    def outputs(results: list[Entities]) -> dict[str, np.ndarray]:
+        (result,) = results
         found = result.entities
         return {
             "ENTITY_LABELS": np.array([entity.label.encode("utf-8") for entity in found], dtype=np.object_),
