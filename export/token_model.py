@@ -22,17 +22,22 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import onnx
-import onnxruntime
-import onnxscript
 import torch
-import transformers
 from tokenizers import Tokenizer
 from transformers import AutoConfig, AutoModelForTokenClassification
 
-from export.onnx_validate import TensorSpec, ValidationError, check_signature, opset, provenance, sha256
+from export.onnx_validate import TensorSpec, ValidationError, check_signature
 from export.text_checkpoint import ExportError, load_tokenizer, max_tokens, pad_token_id, write_tokenizer
-from export.text_model import CPU_GRAPH, DEFAULT_ATOL, DEFAULT_OPSET, export_onnx, link_cpu_graph, needs_external_data, validate
+from export.text_model import (
+    CPU_GRAPH,
+    DEFAULT_ATOL,
+    DEFAULT_OPSET,
+    export_onnx,
+    link_cpu_graph,
+    needs_external_data,
+    save_export,
+    validate,
+)
 from export.text_samples import BUCKET_SAMPLE, INPUT_NAMES, sample_batches, torch_logits
 from kit.pipelines.text.entities import window_token_lengths
 from kit.runners.torch_models import LogitsOnly
@@ -110,8 +115,6 @@ def export(source: str, out: Path, atol: float = DEFAULT_ATOL, opset_version: in
     write_tokenizer(tokenizer, out / "tokenizer.json")
     windows = write_token_lengths(out / "tokenizer.json", limit, stride, out / "token_lengths.json")
     step(f"measured the token lengths of {windows} sample windows ({stride} tokens shared)")
-    module.model.save_pretrained(out / "checkpoint")
-    tokenizer.save_pretrained(out / "checkpoint")
     meta = {
         "source": source,
         "task": TASK,
@@ -124,16 +127,10 @@ def export(source: str, out: Path, atol: float = DEFAULT_ATOL, opset_version: in
         "unk_token_id": tokenizer.unk_token_id,
         "inputs": list(INPUT_NAMES),
         "outputs": [OUTPUT],
-        "opset": opset(path),
         "atol": atol,
         "max_abs_diff": max_abs_diff,
-        "onnx_sha256": sha256(path),
-        "cpu_graph": path.name,
-        "checkpoint": "checkpoint",
-        **provenance(torch, transformers, onnx, onnxruntime, onnxscript),
     }
-    (out / "export.json").write_text(json.dumps(meta, indent=2) + "\n")
-    return meta
+    return save_export(out, path, module, tokenizer, meta)
 
 
 def main(argv: list[str] | None = None) -> int:
