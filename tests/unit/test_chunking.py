@@ -148,17 +148,19 @@ def prose(chars, seed=0):
     [prose(50_000), "a" * 50_000, ("人工智能。" + "안녕하세요 " + "👩\u200d💻") * 4_000, "a" + "\u0301" * 49_999],
     ids=["prose", "one-word", "cjk-emoji", "combining-run"],
 )
-def test_fifty_thousand_characters_split_in_well_under_100_ms(text):
+def test_fifty_thousand_characters_split_in_well_under_100_ms_of_cpu(text):
+    """Linear, not quadratic: 6-12 ms of the thread's own CPU time here, seconds if a scan restarted per chunk. CPU
+    time, not wall time, so that a busy machine (which made wall time 60-80 ms) cannot fail it."""
     text = text[:50_000]
-    best = min(timed_split(text) for _ in range(3))
+    best = min(split_cpu_seconds(text) for _ in range(3))
     assert best < 0.1, f"{best * 1000:.1f} ms"
     assert_covers(text, split_text(text, 300), 300)
 
 
-def timed_split(text):
-    start = time.perf_counter()
+def split_cpu_seconds(text):
+    start = time.thread_time()
     split_text(text, 300)
-    return time.perf_counter() - start
+    return time.thread_time() - start
 
 
 @settings(max_examples=200, deadline=None)
