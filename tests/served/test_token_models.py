@@ -23,15 +23,14 @@ import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
 from clients.entities import TokenClassifierClient
-from kit.control.configs import REPO_ROOT, parameters
+from kit.control.configs import REPO_ROOT
 from kit.control.exports import export_python, exported
-from kit.control.repository import plan
 from kit.control.token_task import EXPORTER, names
 from perf.sim.device import SIM
 from samples.texts import MULTILINGUAL, sample_texts
 from tests.served.conftest import TOKEN_CLASSIFIERS
 from tests.served.doors import assert_problem, call
-from tests.served.text_specs import ask, assert_texts_share_executions
+from tests.served.text_specs import ask, assert_placed_as_radar, assert_texts_share_executions
 
 OUTPUTS = ("ENTITY_LABELS", "ENTITY_SCORES", "ENTITY_SPANS", "ENTITY_WORDS", "CHUNK_SPANS", "TOKENS")
 ATOL = 1e-4  # served (ONNX Runtime, windows padded to length buckets, batched) against the pipeline on each text alone
@@ -167,19 +166,6 @@ def test_a_token_classifier_is_placed_in_every_profile_as_radar_is(profile, brou
     """Built for each profile, a token-classification spec's three models run where RADAR's run (the simulated device
     aside, which only RADAR's measured curve can drive), its graph answering a row of label logits per token, and
     bounded as RADAR's graph is."""
-    planned = plan(profile, specs=brought_models)
-    configs = {name: model.written() for name, model in planned.items()}
-    files = {name: model.files for name, model in planned.items()}
-    for model in TOKEN_CLASSIFIERS:
-        own = names(brought_models[model])
-        for part, radar in (("entry", "radar"), ("tokens", "radar_texts"), ("classifier", "radar_classifier")):
-            config, shipped = configs[own[part]], configs[radar]
-            assert (config.platform, config.max_batch_size) == (shipped.platform, shipped.max_batch_size)
-        classifier = configs[own["classifier"]]
-        served = parameters(classifier).get("onnx_model") or parameters(classifier).get("torch_model")
-        assert served is None or served in files[own["classifier"]], f"{profile}: {served} is not in the version folder"
-        if profile != SIM / "sim-h100.json":
-            assert list(classifier.instance_group) == list(configs["radar_classifier"].instance_group)
+    classifiers = assert_placed_as_radar(profile, brought_models, sorted(TOKEN_CLASSIFIERS), names, "tokens")
+    for classifier in classifiers.values():
         assert list(classifier.output[0].dims) == [-1, 5]
-        policy = classifier.dynamic_batching.default_queue_policy
-        assert policy == configs["radar_classifier"].dynamic_batching.default_queue_policy
