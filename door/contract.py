@@ -35,7 +35,16 @@ from kit.adapters.settings import (
 )
 from kit.control.canary import CanaryError, GoldenSet, golden_from_parameter
 from kit.control.configs import parameters, wire_type
-from kit.control.specs import DOOR_ANSWER, DOOR_ANSWERS, DOOR_AXES, DOOR_DESCRIPTION, DOOR_ROUTE, DOOR_SCHEMA, TENSORS
+from kit.control.specs import (
+    DOOR_ANSWER,
+    DOOR_ANSWERS,
+    DOOR_AXES,
+    DOOR_DESCRIPTION,
+    DOOR_ROUTE,
+    DOOR_SCHEMA,
+    DOOR_TOKENIZER,
+    TENSORS,
+)
 
 log = logging.getLogger("door")
 
@@ -48,6 +57,7 @@ SETTINGS: dict[str, type[Settings]] = {
     "text-labels": TextSettings,
     "text-embedding": TextSettings,
     "text-ranking": TextSettings,
+    "text-entities": TextSettings,
     "image-labels": ImageClassifierSettings,
     "image-lines": PipelineSettings,
     "image-document": PipelineSettings,
@@ -74,13 +84,14 @@ CHUNKS = ("CHUNK_SCORES", "CHUNK_SPANS")
 # The tensors of each answer but TENSORS, whose are the config's own.
 ANSWERS = {
     "text-score": Spec(TEXT, ("SCORE", *CHUNKS)),
-    "text-labels": Spec(TEXT, ("SCORES", *CHUNKS)),
+    "text-labels": Spec(TEXT, ("SCORES", *CHUNKS, "LOGITS")),
     "text-embedding": Spec(TEXT, ("EMBEDDING", "CHUNK_EMBEDDINGS", "CHUNK_SPANS", "TOKENS")),
     "image-labels": Spec(IMAGE, ("SCORES",)),
     "image-lines": Spec(IMAGE, ("TEXTS", "SCORES", "BOXES")),
     "image-document": Spec(IMAGE, ("RESULT",)),
     "pixels-classes": Spec({"INPUT": ("TYPE_FP32", (ANY, -1, -1))}, ("PROBS",)),
     "text-ranking": Spec({"QUERY": ("TYPE_STRING", (1,)), "DOCUMENT": ("TYPE_STRING", (1,))}, ("SCORE", *CHUNKS, "TOKENS")),
+    "text-entities": Spec(TEXT, ("ENTITY_LABELS", "ENTITY_SCORES", "ENTITY_SPANS", "ENTITY_WORDS", "CHUNK_SPANS", "TOKENS")),
 }
 LABELLED = ("text-labels", "image-labels")  # answers by the label names in the config's `labels`
 
@@ -98,10 +109,11 @@ class Served:
     description: str = ""  # the route's description in the OpenAPI document; unset, the answer's own
     max_batch_size: int = 0
     axes: dict[str, list[str]] = field(default_factory=dict)  # a tensor route: inputs' axes that must agree, by name
-    labels: tuple[str, ...] = ()  # a labelled answer: its label names, in its SCORES' order
+    labels: tuple[str, ...] = ()  # a labelled answer: its label names, in its SCORES' order; entities: their types
     dimensions: int = 0  # a text embedding: the length of its EMBEDDING
     schema: dict = field(default_factory=dict)  # a JSON document's answer: its JSON Schema
     image_limits: tuple[int, int] = (0, 0)  # an image's answer: the most bytes and pixels of an encoded image
+    tokenizer: str = ""  # a text model's: the model that answers its text's tokens (TEI's /tokenize)
 
     def datatype(self, name: str) -> str:
         return wire_type(self.spec.inputs[name][0])
@@ -182,6 +194,7 @@ def served(model: str, config: mc.ModelConfig) -> Served:
         "answer": answer,
         "description": params.get(DOOR_DESCRIPTION, ""),
         "max_batch_size": config.max_batch_size,
+        "tokenizer": params.get(DOOR_TOKENIZER, ""),
     }
     batched = config.max_batch_size > 0
     if answer == TENSORS:
@@ -195,7 +208,7 @@ def served(model: str, config: mc.ModelConfig) -> Served:
     if dims.get("TEXT") == (-1,) and "CHUNKS" not in {t.name for t in config.output}:
         raise ContractError(f"{model}: TEXT takes several texts, but no output CHUNKS says which chunks are whose")
     extra: dict = {}
-    if answer in LABELLED or answer == "pixels-classes":  # a pixel classifier's labels are optional: its classes'
+    if answer in (*LABELLED, "pixels-classes", "text-entities"):  # optional but for a classifier's: classes, entity types
         extra["labels"] = tuple(json.loads(getattr(settings, "labels", "") or "[]"))
         if answer in LABELLED and not extra["labels"]:
             raise ContractError(f"{model}: a classifier's entry names its labels (parameter `labels`)")

@@ -46,6 +46,7 @@ DESCRIPTIONS = {
     "pixels-classes": "{model}: class probabilities of one normalised image of any size.",
     "tensors": "{model}, as its spec serves it: every input and output by the model's tensor names.",
     "text-ranking": "{model}: each document's relevance to a query, and each chunk's it was cut into beside the query.",
+    "text-entities": "{model}: the entities of a text, each with its type, score and characters (a list for `texts`).",
 }
 
 
@@ -103,6 +104,8 @@ class Routes:
             self.add_text_route(model, answer, schemas.labelled_result(model, served.labels), doc)
         elif served.answer == "text-embedding":
             self.add_text_route(model, embedding_result, schemas.embedding_result(model, served.dimensions), doc)
+        elif served.answer == "text-entities":
+            self.add_text_route(model, entities_result, schemas.entities_result(model, served.labels), doc)
         elif served.answer == "image-labels":
             answer = functools.partial(image_labelled_result, served.labels)
             self.add_image_route(model, answer, schemas.image_labelled_result(model, served.labels), doc)
@@ -270,11 +273,16 @@ async def infer_texts(upstream: Upstream, model: str, texts: list[str], limit: i
     """Each text's outputs from the text model `model`, all asked at once (in one request where the model takes several,
     door.coalesce); 413 for a text over `limit` bytes of UTF-8 before any is sent, and the first refusal where one is
     refused."""
+    return await upstream.infer_texts(model, encoded(texts, limit), request_id)
+
+
+def encoded(texts: list[str], limit: int) -> list[bytes]:
+    """Each text's UTF-8; 413 for the first over `limit` bytes."""
     raw = [text.encode("utf-8") for text in texts]
     for i, item in enumerate(raw):
         if len(item) > limit:
             raise Problem(413, "text-too-large", f"text {i} is {len(item)} bytes of UTF-8; the model takes at most {limit}")
-    return await upstream.infer_texts(model, raw, request_id)
+    return raw
 
 
 async def infer_pairs(
@@ -401,6 +409,24 @@ def embedding_result(outputs) -> dict:
         "embedding": outputs["EMBEDDING"].reshape(-1).tolist(),
         "chunks": [{"start": int(start), "end": int(end), "embedding": row.tolist()} for (start, end), row in zip(spans, chunks)],
     }
+
+
+def entities_result(outputs) -> dict:
+    """A token classifier's outputs: each entity's type, score, characters and words, and the windows' spans."""
+    labels, words = outputs["ENTITY_LABELS"].reshape(-1), outputs["ENTITY_WORDS"].reshape(-1)
+    scores, spans = outputs["ENTITY_SCORES"].reshape(-1), outputs["ENTITY_SPANS"].reshape(-1, 2)
+    entities = [
+        {
+            "label": label.decode("utf-8"),
+            "score": float(score),
+            "start": int(start),
+            "end": int(end),
+            "word": word.decode("utf-8"),
+        }
+        for label, score, (start, end), word in zip(labels, scores, spans, words)
+    ]
+    windows = [{"start": int(start), "end": int(end)} for start, end in outputs["CHUNK_SPANS"].reshape(-1, 2)]
+    return {"entities": entities, "chunks": windows}
 
 
 def lines_result(outputs) -> dict:

@@ -309,6 +309,30 @@ def labelled_result(model: str, labels: tuple[str, ...]) -> type[BaseModel]:
     )
 
 
+def entities_result(model: str, labels: tuple[str, ...]) -> type[BaseModel]:
+    """A token classifier's answer (a token-classification spec's model): the text's entities in order, each by its
+    type, and the windows the text was read in."""
+    Label = Literal[labels] if labels else str  # noqa: N806 (a type)
+    Entity = create_model(  # noqa: N806 (a type)
+        f"{title_case(model)}Entity",
+        label=(Label, Field(description="the entity's type: its tokens' label without the B-/I- prefix")),
+        score=(float, Field(description="its tokens' mean probability of their labels")),
+        start=(int, Field(description="first character of the entity (Unicode code points, from 0)")),
+        end=(int, Field(description="one past the entity's last character")),
+        word=(str, Field(description="its tokens as the tokenizer decodes them")),
+    )
+    Window = create_model(  # noqa: N806 (a type)
+        f"{title_case(model)}Window",
+        start=(int, Field(description="first character of the window's tokens")),
+        end=(int, Field(description="one past the window's last character")),
+    )
+    return create_model(
+        f"{title_case(model)}Result",
+        entities=(list[Entity], Field(description="in the order of the text; of two that overlapping windows found, one")),
+        chunks=(list[Window], Field(description="the windows of the model's token limit the text was read in, overlapping")),
+    )
+
+
 def image_labelled_result(model: str, labels: tuple[str, ...]) -> type[BaseModel]:
     """An image classifier's answer (an image-classification spec's model): its most probable label and every label's
     probability, by the checkpoint's label names."""

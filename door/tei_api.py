@@ -7,9 +7,16 @@ a TEI client switches to the kit by its base URL.
     GET  /info     the model, as TEI describes its own
 
 A long text is chunked, as on the model's own route, never truncated: `truncate` and `truncation_direction` are taken
-and change nothing. `raw_scores` is false only: the entry answers each label's probability over the text's chunks, not
-one set of logits. Errors come in TEI's shape, {"error", "error_type"} (door.problems.tei_error), with the door's
-statuses and Retry-After; keys as `Authorization: Bearer KEY`, as TEI's clients send them, or X-API-Key.
+and change nothing. `/predict`'s scores are each label's probability over the text's chunks (weighted by length);
+with `raw_scores` they are the label's logit, the entry's LOGITS: the chunks' logits weighted by length, which for a
+text of one chunk are the model's own. `/rerank`'s `raw_scores` is false only: a document's relevance is its chunks'
+best (or mean) probability, which no logit stands for.
+
+    POST /tokenize {"inputs": "text" | ["text", ...], "add_special_tokens": true} -> [[{"id", "text", "special", "start",
+                   "stop"}, ...], ...], every TEI model's: each text read whole by the model's tokenizer
+
+Errors come in TEI's shape, {"error", "error_type"} (door.problems.tei_error), with the door's statuses and
+Retry-After; keys as `Authorization: Bearer KEY`, as TEI's clients send them, or X-API-Key.
 """
 
 from __future__ import annotations
@@ -24,7 +31,19 @@ from door import schemas
 from door.contract import Contract, ContractError, Served
 from door.keys import KeyCheck
 from door.openapi import problem_responses
-from door.routes import ENVELOPE, JSON, JSON_ESCAPE, body_of, infer_pairs, infer_texts, json_body, parse, request_body
+from door.routes import (
+    ENVELOPE,
+    JSON,
+    JSON_ESCAPE,
+    body_of,
+    encoded,
+    gathered,
+    infer_pairs,
+    infer_texts,
+    json_body,
+    parse,
+    request_body,
+)
 from door.settings import DoorSettings
 from door.upstream import Upstream
 
@@ -49,6 +68,17 @@ class Rank(BaseModel):
     index: int
     score: float
     text: str | None = None
+
+
+class SimpleToken(BaseModel):
+    """A token as TEI's /tokenize answers it: its text is the input's where it covers some (offsets in UTF-8 bytes, as
+    TEI's), else the tokenizer's own name for it (a special token, without offsets)."""
+
+    id: int
+    text: str
+    special: bool
+    start: int | None = Field(description="its first byte in the text's UTF-8; null for a special token")
+    stop: int | None = Field(description="one past its last byte; null for a special token")
 
 
 class EmbeddingModel(BaseModel):
@@ -108,7 +138,11 @@ def predict_request(max_text_bytes: int, max_texts: int) -> type[BaseModel]:
         inputs: Item | Alone | Annotated[list[Alone], Field(min_length=1, max_length=max_texts)] = Field(
             description=f'a text, ["text"], or a batch of 1 to {max_texts} of [["text"], ...]'
         )
-        raw_scores: Literal[False] = Field(False, description="false: each label's probability over the text's chunks")
+        raw_scores: bool = Field(
+            False,
+            description="false: each label's probability over the text's chunks (weighted by length); true: each label's "
+            "logit, the chunks' logits weighted by length (a one-chunk text's are the model's own)",
+        )
         truncate: bool | None = Field(None, description="taken; the kit chunks a long text, it never truncates one")
         truncation_direction: DIRECTIONS | None = Field(None, description="taken; nothing is truncated")
 
@@ -129,8 +163,36 @@ def rerank_request(max_text_bytes: int, max_texts: int) -> type[BaseModel]:
     return RerankRequest
 
 
-def predictions(labels: tuple[str, ...], outputs: dict) -> list[dict]:
-    scores = outputs["SCORES"].reshape(-1)
+def tokenize_request(max_text_bytes: int, max_texts: int) -> type[BaseModel]:
+    Item = schemas.text_type(max_text_bytes)  # noqa: N806 (a type)
+
+    class TokenizeRequest(schemas.Strict):
+        inputs: Item | Annotated[list[Item], Field(min_length=1, max_length=max_texts)] = Field(
+            description=f"one text, or 1 to {max_texts} texts, each read whole by the model's tokenizer"
+        )
+        add_special_tokens: bool = Field(True, description="the tokens the model adds around a text ([CLS], <s>, ...)")
+
+    return TokenizeRequest
+
+
+def simple_tokens(text: str, outputs: dict) -> list[dict]:
+    """A text's tokens as TEI names them, from the tokenizer's (TOKENIZED_*: offsets in characters, [-1, -1] for a
+    special token), in UTF-8 bytes of the text."""
+    byte_at = np.cumsum([0, *(len(character.encode("utf-8")) for character in text)])
+    ids, names = outputs["TOKENIZED_IDS"].reshape(-1), outputs["TOKENIZED_TEXTS"].reshape(-1)
+    tokens = []
+    for token_id, name, (start, end) in zip(ids, names, outputs["TOKENIZED_SPANS"].reshape(-1, 2)):
+        if start < 0:
+            tokens.append({"id": int(token_id), "text": name.decode("utf-8"), "special": True, "start": None, "stop": None})
+        else:
+            place = {"start": int(byte_at[start]), "stop": int(byte_at[end])}
+            tokens.append({"id": int(token_id), "text": text[start:end], "special": False, **place})
+    return tokens
+
+
+def predictions(labels: tuple[str, ...], outputs: dict, raw: bool = False) -> list[dict]:
+    """Each label's score, best first: its probability, or its logit where `raw`."""
+    scores = outputs["LOGITS" if raw else "SCORES"].reshape(-1)
     return [{"score": float(scores[i]), "label": labels[i]} for i in np.argsort(-scores, kind="stable")]
 
 
@@ -179,6 +241,19 @@ def tei_router(contract: Contract, settings: DoorSettings, upstream: Upstream, c
         """The model the TEI routes serve, as TEI describes its own."""
         return info(name, served, settings.max_texts)
 
+    tokenize_schema = tokenize_request(limit, settings.max_texts)
+
+    async def tokenize(request: Request) -> list[list[dict]]:
+        body = parse(tokenize_schema, await body_of(request, JSON))
+        texts = [body.inputs] if isinstance(body.inputs, str) else body.inputs
+        asked = (
+            upstream.tokenize(name, item, body.add_special_tokens, request.state.request_id) for item in encoded(texts, limit)
+        )
+        return [simple_tokens(text, outputs) for text, outputs in zip(texts, await gathered(asked))]
+
+    tokenize.__doc__ = f"Each text's tokens by {name}'s tokenizer, as TEI answers (a list of tokens per text)."
+    add(router, "/tokenize", tokenize, RootModel[list[list[SimpleToken]]], tokenize_schema, caps, limit, exclude_none=False)
+
     if served.answer == "text-embedding":
         schema = embed_request(limit, settings.max_texts)
 
@@ -217,7 +292,7 @@ def tei_router(contract: Contract, settings: DoorSettings, upstream: Upstream, c
                 [item[0] for item in body.inputs] if batch else [body.inputs if isinstance(body.inputs, str) else body.inputs[0]]
             )
             outcomes = await infer_texts(upstream, name, texts, limit, request.state.request_id)
-            answers = [predictions(served.labels, outputs) for outputs in outcomes]
+            answers = [predictions(served.labels, outputs, body.raw_scores) for outputs in outcomes]
             return answers if batch else answers[0]
 
         predict.__doc__ = f"{name}'s label probabilities for a text or a batch, best first, as TEI answers."
@@ -225,13 +300,17 @@ def tei_router(contract: Contract, settings: DoorSettings, upstream: Upstream, c
     return router
 
 
-def add(router: APIRouter, path: str, route, result, schema: type[BaseModel], caps: dict[str, int], limit: int) -> None:
+def add(
+    router: APIRouter, path: str, route, result, schema: type[BaseModel], caps: dict[str, int], limit: int, exclude_none=True
+) -> None:
+    """A TEI route; `exclude_none`: TEI leaves out what it does not answer (a rank's text, unless asked), but answers a
+    special token's offsets as null."""
     caps[path] = JSON_ESCAPE * limit + ENVELOPE
     router.add_api_route(
         path,
         route,
         methods=["POST"],
         response_model=result,
-        response_model_exclude_none=True,  # TEI leaves out what it does not answer (a rank's text, unless asked)
+        response_model_exclude_none=exclude_none,
         openapi_extra=request_body(json_body(schema)),
     )

@@ -4,6 +4,7 @@ become at the door: outputs, or a problem with the status a client can act on.""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 
 import numpy as np
@@ -25,6 +26,17 @@ OVERLOAD = ("maximum queue size", "timeout expired")
 RESTARTING = ("is not healthy", "has no available versions")
 PROBE_TIMEOUT = 2.0  # seconds for a readiness question: a hung server is not ready
 COALESCED_BYTES = 4 << 20  # text in one coalesced request, at most (a longer text goes alone)
+TOKENIZED = ("TOKENIZED_IDS", "TOKENIZED_TEXTS", "TOKENIZED_SPANS")  # a text model's tokens (kit.adapters.grouped_calls)
+
+
+@dataclasses.dataclass(frozen=True)
+class Asked:
+    """What a request of a route's inputs asks, where it is not the route's model and outputs: the model it goes to,
+    the outputs it wants and the request parameters it carries (a text model's tokens: Upstream.tokenize)."""
+
+    target: str
+    outputs: tuple[str, ...]
+    parameters: dict | None = None
 
 
 class Upstream:
@@ -60,11 +72,25 @@ class Upstream:
 
     async def infer(self, model: str, arrays: dict[str, np.ndarray], request_id: str = "") -> dict[str, np.ndarray]:
         """One request's outputs, counted in the model's Flow."""
+        return await self.counted(model, self.call(model, arrays, request_id, self.settings.triton_timeout))
+
+    async def tokenize(self, model: str, text: bytes, add_special_tokens: bool, request_id: str = "") -> dict[str, np.ndarray]:
+        """The tokens of `text` by the tokenizer of the text model `model` (TOKENIZED_IDS, _TEXTS, _SPANS): a request
+        with the parameter `tokenize` to the model its entry names, which answers at once. The text goes in as the
+        entry's last input (TEXT, or a cross-encoder's DOCUMENT), every other input empty."""
+        served = self.contract[model]
+        *others, last = served.spec.inputs
+        arrays = {name: np.array([[b""]], dtype=np.object_) for name in others} | {last: np.array([[text]], dtype=np.object_)}
+        asked = Asked(served.tokenizer, TOKENIZED, {"tokenize": True, "add_special_tokens": add_special_tokens})
+        return await self.counted(model, self.call(model, arrays, request_id, self.settings.triton_timeout, asked))
+
+    async def counted(self, model: str, call) -> dict[str, np.ndarray]:
+        """`call`'s outputs, counted in `model`'s Flow: a refusal as refused, any other answer as answered."""
         flow = self.flows[model]
         flow.start()
         answered = False
         try:
-            outputs = await self.call(model, arrays, request_id, self.settings.triton_timeout)
+            outputs = await call
             answered = True
             return outputs
         except Problem as problem:
@@ -86,21 +112,33 @@ class Upstream:
         request_id = ",".join(dict.fromkeys(request_ids))
         return await self.call(model, {"TEXT": np.array(texts, dtype=np.object_)}, request_id, seconds)
 
-    async def call(self, model: str, arrays: dict[str, np.ndarray], request_id: str, seconds: float) -> dict[str, np.ndarray]:
-        """One request to Triton: its outputs, or the Problem its refusal is."""
+    async def call(
+        self, model: str, arrays: dict[str, np.ndarray], request_id: str, seconds: float, asked: Asked | None = None
+    ) -> dict[str, np.ndarray]:
+        """One request of the inputs of `model`'s route (to `model` and its outputs, unless `asked` says otherwise):
+        its outputs, or the Problem its refusal is."""
         served = self.contract[model]
         inputs = []
         for name, array in arrays.items():
             tensor = grpcaio.InferInput(name, list(array.shape), served.datatype(name))
             tensor.set_data_from_numpy(array)
             inputs.append(tensor)
-        outputs = [grpcaio.InferRequestedOutput(name) for name in served.outputs]
+        asked = asked or Asked(model, served.outputs)
+        outputs = [grpcaio.InferRequestedOutput(name) for name in asked.outputs]
         try:
-            result = await self.client.infer(model, inputs, outputs=outputs, request_id=request_id, client_timeout=seconds)
+            result = await self.client.infer(
+                asked.target,
+                inputs,
+                outputs=outputs,
+                request_id=request_id,
+                client_timeout=seconds,
+                parameters=asked.parameters,
+            )
         except InferenceServerException as exc:
             raise self.problem(model, exc) from None
-        self.versions[model] = result.get_response().model_version
-        return {name: result.as_numpy(name) for name in served.outputs}
+        if asked.target == model:
+            self.versions[model] = result.get_response().model_version
+        return {name: result.as_numpy(name) for name in asked.outputs}
 
     async def golden_set(self, model: str) -> GoldenSet | None:
         """The golden set the served config of `model` carries now (a new version brings its own)."""

@@ -22,15 +22,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import onnx
-import onnxruntime
-import onnxscript
 import torch
-import transformers
 from tokenizers import Tokenizer
 from transformers import AutoModelForSequenceClassification
 
-from export.onnx_validate import ValidationError, check_signature, opset, provenance, sha256
+from export.onnx_validate import ValidationError, check_signature
 from export.text_checkpoint import ExportError, load_tokenizer, max_tokens, pad_token_id, write_tokenizer
 from export.text_model import (
     CPU_GRAPH,
@@ -40,6 +36,7 @@ from export.text_model import (
     export_onnx,
     link_cpu_graph,
     needs_external_data,
+    save_export,
     validate,
 )
 from export.text_samples import SAMPLE_TEXTS
@@ -131,8 +128,6 @@ def export(source: str, out: Path, atol: float = DEFAULT_ATOL, opset_version: in
     write_tokenizer(tokenizer, out / "tokenizer.json")
     chunks = write_token_lengths(out / "tokenizer.json", limit, max_chars, out / "token_lengths.json")
     step(f"measured the token lengths of {chunks} sample chunk pairs")
-    module.model.save_pretrained(out / "checkpoint")
-    tokenizer.save_pretrained(out / "checkpoint")
     meta = {
         "source": source,
         "task": TASK,
@@ -142,17 +137,11 @@ def export(source: str, out: Path, atol: float = DEFAULT_ATOL, opset_version: in
         "pad_token_id": pad,
         "inputs": list(inputs),
         "outputs": [OUTPUT],
-        "opset": opset(path),
         "atol": atol,
         "max_abs_diff": max_abs_diff,
-        "onnx_sha256": sha256(path),
-        "cpu_graph": path.name,
         "max_chars": max_chars,
-        "checkpoint": "checkpoint",
-        **provenance(torch, transformers, onnx, onnxruntime, onnxscript),
     }
-    (out / "export.json").write_text(json.dumps(meta, indent=2) + "\n")
-    return meta
+    return save_export(out, path, module, tokenizer, meta)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """Loading and checking a Hugging Face text checkpoint, as every text export does (export.text_model's classifiers
-and encoders, export.ranking_model's cross-encoders): the module exported and served, its fast tokenizer (serving
-tokenizes with the `tokenizers` library, from the tokenizer.json written here), the longest input it takes and its pad
-token. A checkpoint loads exactly as a user with network access would load it: a
+and encoders, export.ranking_model's cross-encoders, export.token_model's token classifiers): the module exported and
+served, its fast tokenizer (serving tokenizes with the `tokenizers` library, from the tokenizer.json written here), the
+longest input it takes and its pad token. A checkpoint loads exactly as a user with network access would load it: a
 hub id, or a local directory.
 """
 

@@ -12,7 +12,8 @@ baselines; `--model NAME` measures the model of models/NAME.toml, or of a shippe
 by perf.workloads.tensor
 and perf/specs/model.json, a text-classification spec's by perf.workloads.text and perf/specs/model-text.json, an
 image-classification spec's by perf.workloads.image and perf/specs/model-image.json, one of pixels by
-perf.workloads.pixels and perf/specs/model-pixels.json, a pipeline spec's by perf.workloads.pipeline and
+perf.workloads.pixels and perf/specs/model-pixels.json, a text-ranking or token-classification spec's by
+perf.workloads.chunked and perf/specs/model-chunked.json, a pipeline spec's by perf.workloads.pipeline and
 perf/specs/model.json, or model-unbatched.json for one of max_batch_size 0, unless --spec names another).
 A sweep writes results.json, sweeps.csv, probes.csv, plots and REPORT.md into --out; when --out is the workload's
 folder under perf/results/, the index perf/RESULTS.md is regenerated too. A suite spec runs each of its specs into a
@@ -40,6 +41,7 @@ from perf.engine.targets import merged
 from perf.engine.workload import Workload
 from perf.probes.output import command_line
 from perf.workloads import WORKLOADS
+from perf.workloads.chunked import ChunkedModelWorkload
 from perf.workloads.image import ImageModelWorkload
 from perf.workloads.pipeline import PipelineModelWorkload
 from perf.workloads.pixels import PixelsWorkload
@@ -51,6 +53,8 @@ MODEL_WORKLOADS = {  # by the spec's task
     "onnx": TensorModelWorkload,
     "text-classification": TextModelWorkload,
     "feature-extraction": TextModelWorkload,
+    "text-ranking": ChunkedModelWorkload,
+    "token-classification": ChunkedModelWorkload,
     "image-classification": ImageModelWorkload,
     "pipeline": PipelineModelWorkload,
 }

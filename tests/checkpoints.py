@@ -3,6 +3,8 @@ answers on them: what the served tests of the text and image tasks add with `kit
 a BERT and a DistilBERT. Encoders: a BERT saved as sentence-transformers saves one (modules.json, mean pooling,
 normalised) and an MPNet (the architecture of the most used sentence-transformers checkpoints) with no such files.
 Cross-encoders (text ranking, one logit over a query-document pair): a BERT and a DistilBERT.
+Token classifiers (named entities: O, B-/I-PER, B-/I-LOC): a BERT with the WordPiece tokenizer and a DeBERTa-v2 with a
+SentencePiece-style Unigram one (Metaspace pre-tokenizer, offsets that take the space before a word).
 Image classifiers: a ViT (its processor resizes to 32x32) and a ConvNeXt (its processor resizes the shortest edge
 ConvNeXt's crop_pct way, then crops 32x32). A classifier of pixels: a narrow ResNet, served from normalised images of
 any size (`--input pixels`).
@@ -11,6 +13,7 @@ Runs in the export virtualenv (it needs PyTorch); the served tests call it as a 
 
     python -m tests.checkpoints make --out DIR    # DIR/bert, distilbert, bert_encoder, mpnet, bert_ranker, ..., resnet
     python -m tests.checkpoints rank --model DIR --max-chars N       # [{"query", "documents"}] (JSON) on stdin
+    python -m tests.checkpoints tag --model DIR --stride N           # texts (JSON list) on stdin
     python -m tests.checkpoints reference --model DIR --max-chars N  # texts (JSON list) on stdin
     python -m tests.checkpoints embed --model DIR --max-chars N --pooling mean|cls [--normalize]
     python -m tests.checkpoints classify-images --model DIR          # base64 image files (JSON list) on stdin
@@ -41,11 +44,15 @@ from transformers import (
     AutoModelForSequenceClassification,
     BertConfig,
     BertForSequenceClassification,
+    BertForTokenClassification,
     BertModel,
     BertTokenizerFast,
     ConvNextConfig,
     ConvNextForImageClassification,
     ConvNextImageProcessorPil,
+    DebertaV2Config,
+    DebertaV2ForTokenClassification,
+    DebertaV2Tokenizer,
     DistilBertConfig,
     DistilBertForSequenceClassification,
     DistilBertTokenizerFast,
@@ -74,6 +81,12 @@ LABELS = {
 }
 ENCODERS = ("bert_encoder", "mpnet")
 RANKERS = ("bert_ranker", "distilbert_ranker")  # cross-encoders: one logit over a query-document pair
+TAGGERS = ("bert_tagger", "deberta_tagger")  # token classifiers
+TAGGER_LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+# The token classifiers' head bias, by label: random weights alone label tokens near-uniformly at random, so that an
+# entity is rarely longer than a token; O first and I- over B- make most tokens no entity and most entities runs of
+# several tokens (and of several words), which the grouping and the windows' overlap then have to get right.
+TAGGER_BIAS = [1.5, 0.0, 0.5, 0.0, 0.5]
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # what real ConvNeXt processors use
 IMAGE_LABELS = {
     "vit": ["cat", "dog", "bird"],
@@ -104,11 +117,50 @@ def wordpiece(vocab_size: int = 3000, special: list[str] = SPECIAL) -> Tokenizer
     return tokenizer
 
 
+def unigram_vocab(vocab_size: int = 3000) -> list[tuple[str, float]]:
+    """A SentencePiece-style Unigram vocabulary (pieces and scores), trained on the same corpus, the special tokens
+    first as DeBERTa-v2 numbers them."""
+    tokenizer = Tokenizer(models.Unigram())
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=SPECIAL, unk_token="[UNK]", show_progress=False)
+    tokenizer.train_from_iterator(corpus(300_000), trainer)
+    return [tuple(piece) for piece in json.loads(tokenizer.to_str())["model"]["vocab"]]
+
+
+def make_tagger(kind: str, out: Path, seed: int = 0) -> Path:
+    """A token classifier of TAGGER_LABELS, its head biased by TAGGER_BIAS."""
+    head = label_head(TAGGER_LABELS)
+    layers = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
+    if kind == "bert_tagger":
+        tokenizer = BertTokenizerFast(
+            tokenizer_object=wordpiece(),
+            model_max_length=MAX_TOKENS,
+            **dict(zip(("pad_token", "unk_token", "cls_token", "sep_token", "mask_token"), SPECIAL)),
+        )
+        config = BertConfig(**layers, vocab_size=len(tokenizer), max_position_embeddings=MAX_TOKENS, pad_token_id=0, **head)
+        model_class = BertForTokenClassification
+    else:
+        tokenizer = DebertaV2Tokenizer(vocab=unigram_vocab(), model_max_length=MAX_TOKENS)
+        size = {"vocab_size": len(tokenizer), "max_position_embeddings": MAX_TOKENS, "pad_token_id": tokenizer.pad_token_id}
+        config, model_class = DebertaV2Config(**layers, **size, **head), DebertaV2ForTokenClassification
+    config.initializer_range = 0.3  # wide, so that tokens get visibly different labels
+    torch.manual_seed(seed)
+    model = model_class(config).eval()
+    with torch.no_grad():
+        model.classifier.bias.copy_(torch.tensor(TAGGER_BIAS))
+    folder = out / kind
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 def make(kind: str, out: Path, seed: int = 0) -> Path:
     if kind in IMAGE_LABELS:
         return make_image_classifier(kind, out, seed)
     if kind in PIXEL_LABELS:
         return make_pixel_classifier(kind, out, seed)
+    if kind in TAGGERS:
+        return make_tagger(kind, out, seed)
     tokenizer = wordpiece(special=MPNET_SPECIAL if kind == "mpnet" else SPECIAL)
     labels = label_head(LABELS[kind]) if kind in LABELS else {"num_labels": 1} if kind in RANKERS else {}
     size = {"vocab_size": tokenizer.get_vocab_size(), "max_position_embeddings": MAX_TOKENS, "pad_token_id": 0}
@@ -246,6 +298,14 @@ def rank(model_dir: Path, cases: list[dict], max_chars: int, aggregation: str) -
     return answers
 
 
+def tag(model_dir: Path, texts: list[str], stride: int) -> list[list[dict]]:
+    """Each text's entities by `transformers`' own token-classification pipeline in this process, words grouped by its
+    "simple" aggregation, a text longer than the model's limit read in windows that share `stride` tokens."""
+    tagger = pipeline("token-classification", model=str(model_dir), aggregation_strategy="simple", device="cpu")
+    keys = ("entity_group", "score", "word", "start", "end")
+    return [[{key: entity[key] for key in keys} for entity in tagger(text, stride=stride)] for text in texts]
+
+
 def embed(model_dir: Path, texts: list[str], max_chars: int, pooling: str, normalize: bool) -> list[dict]:
     """Each text chunked as the kit chunks it, each chunk run alone (no padding, so the mean is over all its tokens)
     through the encoder: each chunk's pooled embedding and their length-weighted mean, normalised as asked."""
@@ -285,19 +345,24 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--model", type=Path, required=True)
     k.add_argument("--max-chars", type=int, default=0)
     k.add_argument("--aggregation", choices=("max", "mean"), default="max")
+    t = sub.add_parser("tag")  # texts (a JSON list) on stdin
+    t.add_argument("--model", type=Path, required=True)
+    t.add_argument("--stride", type=int, required=True)
     c = sub.add_parser("classify-images")
     c.add_argument("--model", type=Path, required=True)
     x = sub.add_parser("classify-pixels")  # images as nested lists [3][height][width] (a JSON list) on stdin
     x.add_argument("--model", type=Path, required=True)
     args = parser.parse_args(argv)
     if args.command == "make":
-        for kind in (*LABELS, *ENCODERS, *RANKERS, *IMAGE_LABELS, *PIXEL_LABELS):
+        for kind in (*LABELS, *ENCODERS, *RANKERS, *TAGGERS, *IMAGE_LABELS, *PIXEL_LABELS):
             print(make(kind, args.out))
     elif args.command == "classify-pixels":
         images = [np.asarray(image, dtype=np.float32) for image in json.load(sys.stdin)]
         json.dump(classify_pixels(args.model, images), sys.stdout)
     elif args.command == "classify-images":
         json.dump(classify_images(args.model, [base64.b64decode(item) for item in json.load(sys.stdin)]), sys.stdout)
+    elif args.command == "tag":
+        json.dump(tag(args.model, json.load(sys.stdin), args.stride), sys.stdout, default=float)
     elif args.command == "rank":
         json.dump(rank(args.model, json.load(sys.stdin), args.max_chars, args.aggregation), sys.stdout)
     elif args.command == "embed":

@@ -12,6 +12,7 @@ from tokenizers import Tokenizer
 from kit.adapters.settings import TextSettings
 from kit.pipelines.batching.merge import CostModel
 from kit.pipelines.text.aggregate import Head
+from kit.pipelines.text.entities import TokenPipeline
 from kit.pipelines.text.pairs import PairPipeline, RankHead
 from kit.pipelines.text.pipeline import TextPipeline
 
@@ -34,6 +35,16 @@ def pair_pipeline(folder: Path, settings: TextSettings, aggregation: str) -> tup
     meta = json.loads((folder / "export.json").read_text())
     pipeline = PairPipeline(**tokens_and_buckets(folder, meta, settings), head=RankHead(aggregation), output=meta["outputs"][0])
     return pipeline, "token_type_ids" in meta["inputs"]
+
+
+def token_pipeline(folder: Path, settings: TextSettings) -> TokenPipeline:
+    """A token classifier export.token_model exported: its labels, the windows' stride and the unknown token's id."""
+    meta = json.loads((folder / "export.json").read_text())
+    shared = tokens_and_buckets(folder, meta, settings)
+    del shared["max_chars"]  # windows of tokens, not chunks of characters
+    labels = [meta["id2label"][str(index)] for index in range(int(meta["num_labels"]))]
+    stride, unknown = int(meta["stride"]), meta["unk_token_id"]
+    return TokenPipeline(**shared, labels=labels, stride=stride, unk_id=unknown, output=meta["outputs"][0])
 
 
 def tokens_and_buckets(folder: Path, meta: dict, settings: TextSettings) -> dict:

@@ -6,6 +6,7 @@ module stays importable (and its users testable for imports) outside one.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -39,6 +40,11 @@ def response(outputs: dict[str, np.ndarray]):
 
 def input_array(request, name: str) -> np.ndarray:
     return pb().get_input_tensor_by_name(request, name).as_numpy()
+
+
+def request_parameters(request) -> dict:
+    """The parameters a client set on the request (Triton's request parameters, not the model's config)."""
+    return json.loads(request.parameters() or "{}")
 
 
 async def infer(model: str, inputs: dict[str, np.ndarray], outputs: list[str], trace=None, version: int = -1) -> list[np.ndarray]:

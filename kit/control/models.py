@@ -8,6 +8,7 @@ docs/MODELS.md walks through it.
     kit add NAME --task text-classification --from CHECKPOINT_DIR_OR_HUB_ID [--max-chars N] [...]
     kit add NAME --task feature-extraction --from CHECKPOINT_DIR_OR_HUB_ID [--pooling mean|cls] [--normalize] [...]
     kit add NAME --task text-ranking --from CHECKPOINT_DIR_OR_HUB_ID [--aggregation max|mean] [--max-chars N] [...]
+    kit add NAME --task token-classification --from CHECKPOINT_DIR_OR_HUB_ID [--stride N] [...]
     kit add NAME --task image-classification --from CHECKPOINT_DIR_OR_HUB_ID [--input image|pixels] [--route /v1/...]
     kit add NAME --task pipeline --from MODULE.py [--max-batch-size N] [--route /v1/...]
     kit list [--models DIR]
@@ -102,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         dest="source",
         type=Path,
         required=True,
-        help="onnx: a .onnx graph; text-classification, feature-extraction, text-ranking, image-classification: a checkpoint "
+        help="onnx: a .onnx graph; text-classification, feature-extraction, text-ranking, token-classification, "
+        "image-classification: a checkpoint "
         "folder or a hub id; pipeline: the Python module of your own pre- and post-processing (docs/MODELS.md)",
     )
     a.add_argument("--max-batch-size", type=int, help="the model's batch cap; 0 serves it unbatched (onnx)")
@@ -121,6 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--merge-policy", choices=MERGE_POLICIES, help="image-classification of pixels (default: cost)")
     a.add_argument(
         "--aggregation", choices=AGGREGATIONS, help="text-ranking: a long document's score of its chunks' (default max)"
+    )
+    a.add_argument(
+        "--stride",
+        type=int,
+        help="token-classification: tokens two windows of a long text share (default: a quarter of the limit)",
     )
     a.add_argument("--score-label", help="text-classification: answer this label's probability alone (default: every label's)")
     a.add_argument(
@@ -150,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             given = {"max_batch_size": args.max_batch_size, "max_chars": args.max_chars, "route": args.route}
             given["score_label"] = args.score_label
             given |= {"pooling": args.pooling, "normalize": args.normalize, "aggregation": args.aggregation}
-            given |= {"input": args.input, "merge_policy": args.merge_policy}
+            given |= {"input": args.input, "merge_policy": args.merge_policy, "stride": args.stride}
             given["parameters"] = parameter_table(args.parameter) if args.parameter else None
             given["networks"] = parameter_table(args.network, "--network") if args.network else None
             settings = {key: value for key, value in given.items() if value is not None}

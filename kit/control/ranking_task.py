@@ -16,26 +16,16 @@ graph against PyTorch on pairs and measures the chunk pairs' token lengths the b
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from tritonclient.grpc import model_config_pb2 as mc
 
 from kit.adapters.settings import RankingSettings, TextSettings
 from kit.control import exports
 from kit.control.configs import set_parameter, template
-from kit.control.exports import Exporter, export_dir
+from kit.control.exports import Exporter
 from kit.control.profiles import Profile
 from kit.control.served import ServedModel, adapter
 from kit.control.specs import ModelSpec, door_parameters
-from kit.control.text_task import (
-    BATCHES_IN_FLIGHT,
-    ENTRY_FILES,
-    MAX_TEXT_BYTES,
-    TEXT_FILES,
-    TextChain,
-    place,
-    spec_batching,
-)
+from kit.control.text_task import BATCHES_IN_FLIGHT, MAX_TEXT_BYTES, TextChain, chain_files, place, spec_batching, tokenizing
 
 TASK = "text-ranking"
 CLASSIFIER_FILES = ("model.onnx", "model.onnx.data", "model.cpu.onnx", "checkpoint")
@@ -60,6 +50,7 @@ def canonical(spec: ModelSpec, meta: dict, model: dict[str, str]) -> dict[str, m
         set_parameter(entry, key, value)
     entry.ensemble_scheduling.step[0].model_name = model["pairs"]
     pairs = template("ranking/pairs", model["pairs"])
+    tokenizing(entry, pairs)
     classifier = template("text/classifier", model["classifier"])
     classifier.output[0].dims[:] = [1]
     if "token_type_ids" in meta["inputs"]:
@@ -82,17 +73,7 @@ def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
         )
 
     chain = TextChain(model["entry"], model["pairs"], model["classifier"], PAIRS_ADAPTER)
-    return place(spec, profile, chain, canonical(spec, meta, model), ranking_files(spec), settings, pairs)
-
-
-def ranking_files(spec: ModelSpec) -> dict[str, dict[str, Path]]:
-    """The graph and checkpoint for the classifier, the tokenizer and measured lengths for the pairs model, what the
-    entry's settings are derived from."""
-    folder = export_dir(spec)
-    model = names(spec)
-    wanted = {model["entry"]: ENTRY_FILES, model["pairs"]: TEXT_FILES}
-    graph = {file: folder / file for file in CLASSIFIER_FILES if (folder / file).exists()}
-    return {name: {file: folder / file for file in files} for name, files in wanted.items()} | {model["classifier"]: graph}
+    return place(spec, profile, chain, canonical(spec, meta, model), chain_files(spec, chain, CLASSIFIER_FILES), settings, pairs)
 
 
 def check_ranking(spec: ModelSpec) -> str:

@@ -31,7 +31,7 @@ ROUTE = re.compile(r"^/v1/[a-z0-9][a-z0-9_/-]*$")
 DOOR_OWN_ROUTES = ("/v1/embeddings", "/v1/models", "/v1/rerank")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # a Hugging Face hub id, as `organisation/model`
 # Tasks whose source is a checkpoint folder or a hub id, not a file.
-CHECKPOINT_TASKS = ("text-classification", "feature-extraction", "text-ranking", "image-classification")
+CHECKPOINT_TASKS = ("text-classification", "feature-extraction", "text-ranking", "token-classification", "image-classification")
 MAX_BATCH = 1024
 POOLINGS = ("mean", "cls")
 AGGREGATIONS = ("max", "mean")  # text-ranking: a document's score of its chunks' (kit.pipelines.text.pairs)
@@ -46,6 +46,9 @@ DOOR_ROUTE = DOOR_PREFIX + "route"
 DOOR_ANSWER = DOOR_PREFIX + "answer"
 DOOR_DESCRIPTION = DOOR_PREFIX + "description"
 DOOR_SCHEMA = DOOR_PREFIX + "schema"
+# A text model's entry names the model that answers its text's tokens (a request with the parameter `tokenize`,
+# kit.adapters.grouped_calls), for TEI's /tokenize on the door.
+DOOR_TOKENIZER = DOOR_PREFIX + "tokenizer"
 TENSORS = "tensors"  # every input and output by the model's tensor names: the answer of a config that names none
 DOOR_ANSWERS = (
     TENSORS,
@@ -57,6 +60,7 @@ DOOR_ANSWERS = (
     "image-document",
     "pixels-classes",
     "text-ranking",
+    "text-entities",
 )
 # The config parameter naming each input's free axes (JSON: input -> the graph's axis name or "" per dim), so that
 # the door refuses inputs whose shared axis (token ids and their mask along `length`) differ in length.
@@ -90,6 +94,7 @@ class ModelSpec:
     pooling: str = ""  # feature-extraction: mean or cls; unset, as the checkpoint's sentence-transformers files say, else mean
     normalize: bool | None = None  # feature-extraction: L2-normalise embeddings; unset, as those files say, else not
     aggregation: str = "max"  # text-ranking: a long document's score, its chunks' best (max) or length-weighted mean
+    stride: int = 0  # token-classification: the tokens two windows of a long text share; 0, a quarter of the model's limit
     input: str = "image"  # image-classification: what a request sends, one of IMAGE_INPUTS
     merge_policy: str = "cost"  # image-classification of pixels: which images of different sizes run together
     max_image_pixels: int = 1 << 20  # image-classification of pixels: the most values an image may have per channel
@@ -151,6 +156,7 @@ TASK_KEYS = {
     "text-classification": frozenset({"max_chars", "bucket_count", "labels", "score_label", "canary"}),
     "feature-extraction": frozenset({"max_chars", "bucket_count", "pooling", "normalize"}),
     "text-ranking": frozenset({"max_chars", "bucket_count", "aggregation"}),
+    "token-classification": frozenset({"bucket_count", "stride"}),
     "image-classification": frozenset({"labels", "input", "merge_policy", "max_image_pixels", "num_labels"}),
     "pipeline": frozenset(
         {"networks", "parameters", "parameters_from", "door_answer", "door_schema", "requests_in_flight", "files"}
@@ -264,6 +270,8 @@ def check_values(spec: ModelSpec) -> None:
         raise spec.error("max_image_pixels", f"is {spec.max_image_pixels}", "an image has at least one pixel")
     if spec.num_labels < 0:
         raise spec.error("num_labels", "is negative", "a classifier has at least one label")
+    if spec.stride < 0:
+        raise spec.error("stride", "is negative", "0 shares a quarter of the model's token limit; N shares N tokens")
     if spec.aggregation not in AGGREGATIONS:
         raise spec.error("aggregation", f"is {spec.aggregation!r}", f"it is one of {', '.join(AGGREGATIONS)}")
     if spec.pooling and spec.pooling not in POOLINGS:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from kit.control import image_task, onnx_task, pipeline_task, ranking_task, text_task
+from kit.control import image_task, onnx_task, pipeline_task, ranking_task, text_task, token_task
 from kit.control.configs import ARTIFACTS, SOURCE
 from kit.control.exports import Exporter
 from kit.control.profiles import CANONICAL, Profile
@@ -34,6 +34,7 @@ TASKS = {
         for task in text_task.EXPORTERS
     },
     "text-ranking": Task(ranking_task.names, ranking_task.plan, ranking_task.check_ranking, lambda spec: ranking_task.EXPORTER),
+    "token-classification": Task(token_task.names, token_task.plan, token_task.check_tokens, lambda spec: token_task.EXPORTER),
     "image-classification": Task(image_task.names, image_task.plan, image_task.check_image, image_task.exporter),
     "pipeline": Task(pipeline_task.names, pipeline_task.plan, pipeline_task.check_pipeline),
 }

@@ -7,11 +7,12 @@ A spec `NAME` becomes three models: the entry ensemble `NAME` (one text in, what
 many texts merged into classifier requests, per-label aggregation) and `NAME_classifier` (the exported graph,
 placed in each profile as RADAR's classifier is, less what is RADAR's own: its device curves and TensorRT shapes).
 The entry answers every label: SCORES [labels] (each label's probability, weighted by chunk length), CHUNK_SCORES
-[chunks, labels] and CHUNK_SPANS [chunks, 2]; the labels' names come from the checkpoint's id2label, or the spec's
-`labels`, and reach the door through the entry's parameters. An embedder's graph is `NAME_encoder`, and its entry
-answers EMBEDDING [dimensions] (the chunks' embeddings, weighted by length, L2-normalised again where the export
-normalises), CHUNK_EMBEDDINGS [chunks, dimensions] and CHUNK_SPANS: a text within the token limit is one chunk,
-whose embedding is the encoder's on the whole text, as sentence-transformers computes it.
+[chunks, labels], CHUNK_SPANS [chunks, 2] and LOGITS [labels] (the chunks' logits, weighted by length); the labels'
+names come from the checkpoint's id2label, or the spec's `labels`, and reach the door through the entry's parameters.
+An embedder's graph is `NAME_encoder`, and its entry answers EMBEDDING [dimensions] (the chunks' embeddings, weighted
+by length, L2-normalised again where the export normalises), CHUNK_EMBEDDINGS [chunks, dimensions] and CHUNK_SPANS: a
+text within the token limit is one chunk, whose embedding is the encoder's on the whole text, as sentence-transformers
+computes it.
 
 The export (export.text_model, run by kit.control.exports at `kit add` and again whenever the checkpoint or the spec's
 chunking changed since) checks the graph against PyTorch and measures the chunk lengths the buckets are chosen from.
@@ -33,7 +34,7 @@ from kit.control.configs import RepositoryError, instance_count, set_parameter, 
 from kit.control.exports import Exporter, export_dir
 from kit.control.profiles import Profile
 from kit.control.served import ServedModel, adapter
-from kit.control.specs import DOOR_DESCRIPTION, ModelSpec, door_parameters
+from kit.control.specs import DOOR_DESCRIPTION, DOOR_TOKENIZER, ModelSpec, door_parameters
 from kit.pipelines.text.pipeline import length_buckets
 
 CLASSIFIER_KEYS = ("max_batch_size", "preferred_batch_size", "max_queue_delay_microseconds", "instances")
@@ -160,7 +161,8 @@ def width(meta: dict) -> int:
 
 def answer_outputs(config: mc.ModelConfig, task: str, count: int) -> None:
     """The text's value and each chunk's (every label's probability, or the embedding), in place of one label's; the
-    spans, the token count and the chunk count as the template's."""
+    spans, the token count and the chunk count as the template's; a classifier's logits for the text too (LOGITS: its
+    chunks', weighted by length), which TEI's raw scores are."""
     text, chunks = ANSWERS[task]
     del config.output[:]
     # [-1]: a request of n texts answers n x `count` values, the texts' one after another (the entry's docs).
@@ -169,6 +171,17 @@ def answer_outputs(config: mc.ModelConfig, task: str, count: int) -> None:
     config.output.add(name="CHUNK_SPANS", data_type=mc.TYPE_INT32, dims=[-1, 2])
     config.output.add(name="TOKENS", data_type=mc.TYPE_INT32, dims=[-1])
     config.output.add(name="CHUNKS", data_type=mc.TYPE_INT32, dims=[-1])
+    if task == CLASSIFICATION:
+        config.output.add(name="LOGITS", data_type=mc.TYPE_FP32, dims=[-1])
+
+
+def tokenizing(entry: mc.ModelConfig, texts: mc.ModelConfig) -> None:
+    """The outputs with which the texts model answers a text's tokens (kit.adapters.grouped_calls: a request with the
+    parameter `tokenize`), and the entry's parameter that names it for the door (TEI's /tokenize)."""
+    texts.output.add(name="TOKENIZED_IDS", data_type=mc.TYPE_INT32, dims=[-1])
+    texts.output.add(name="TOKENIZED_TEXTS", data_type=mc.TYPE_STRING, dims=[-1])
+    texts.output.add(name="TOKENIZED_SPANS", data_type=mc.TYPE_INT32, dims=[-1, 2])
+    set_parameter(entry, DOOR_TOKENIZER, texts.name)
 
 
 def shipped_meta(spec: ModelSpec) -> dict:
@@ -198,6 +211,7 @@ def canonical(spec: ModelSpec, meta: dict, model: dict[str, str]) -> dict[str, m
     texts = template("text/texts", model["texts"])
     if not spec.score_label:
         answer_outputs(texts, spec.task, count)
+    tokenizing(entry, texts)
     classifier = template("text/classifier", model["classifier"])
     classifier.output[0].name = meta["outputs"][0]
     classifier.output[0].dims[:] = [count]
@@ -313,13 +327,17 @@ def derive(settings: TextSettings, files: dict[str, Path]) -> TextSettings:
 
 
 def text_files(spec: ModelSpec) -> dict[str, dict[str, Path]]:
-    """Each model's files from the export: the graphs and checkpoint the classifier's profile may serve, the tokenizer
-    and measured chunk lengths the texts model loads, and what the entry's settings are derived from."""
-    folder = export_dir(spec)
     model = names(spec)
-    graph = {file: folder / file for file in CLASSIFIER_FILES if (folder / file).exists()}  # the runner's, the build checks
-    required = {model["entry"]: ENTRY_FILES, model["texts"]: TEXT_FILES}
-    return {name: {file: folder / file for file in files} for name, files in required.items()} | {model["classifier"]: graph}
+    return chain_files(spec, TextChain(model["entry"], model["texts"], model["classifier"], TEXTS_ADAPTER), CLASSIFIER_FILES)
+
+
+def chain_files(spec: ModelSpec, chain: TextChain, graph_files: tuple[str, ...]) -> dict[str, dict[str, Path]]:
+    """Each model's files from the export: the graphs and checkpoint (of `graph_files`) the graph's profile may serve,
+    the tokenizer and measured lengths the texts model loads, and what the entry's settings are derived from."""
+    folder = export_dir(spec)
+    graph = {file: folder / file for file in graph_files if (folder / file).exists()}  # the runner's, the build checks
+    required = {chain.entry: ENTRY_FILES, chain.texts: TEXT_FILES}
+    return {name: {file: folder / file for file in files} for name, files in required.items()} | {chain.graph: graph}
 
 
 def check_text(spec: ModelSpec) -> str:

@@ -3,9 +3,9 @@
 Both wrappers take and return exactly the tensors of their ONNX models, so a served model computes
 the same function whichever runner serves it:
 
-- `LogitsOnly`: a sequence classifier's `input_ids`, `attention_mask` -> `logits` (RADAR), and a cross-encoder's
-  with its `token_type_ids` where it has them. No model output object or cache leaves it (the dynamo exporter fails
-  on a returned KV cache).
+- `LogitsOnly`: a sequence classifier's `input_ids`, `attention_mask` -> `logits` (RADAR), a cross-encoder's
+  with its `token_type_ids` where it has them, and a token classifier's (one row of logits per token). No model
+  output object or cache leaves it (the dynamo exporter fails on a returned KV cache).
 - `PooledEmbeddings`: an encoder's `input_ids`, `attention_mask` -> `embeddings`, its last hidden state
   pooled (the mean of the real tokens, or the first token's) and optionally L2-normalised, as
   sentence-transformers computes a sentence embedding.
@@ -40,6 +40,7 @@ from transformers import (
     AutoModel,
     AutoModelForImageClassification,
     AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
     PreTrainedModel,
     ResNetForImageClassification,
 )
@@ -217,7 +218,8 @@ def with_fused_attention(auto: type, checkpoint: Path, dtype: torch.dtype) -> Pr
 def load_serving_module(checkpoint: Path, dtype: torch.dtype) -> torch.nn.Module:
     """The wrapper its exported ONNX model was made from, over a checkpoint folder: a ResNet (by its config's model
     type) becomes a `PaddedResNet`, another image classifier (by its architecture) `ImageProbabilities`, an encoder
-    saved with its pooling (pooling.json) `PooledEmbeddings`, anything else a sequence classifier's `LogitsOnly`;
+    saved with its pooling (pooling.json) `PooledEmbeddings`, a token classifier (by its architecture) and anything
+    else a sequence classifier's `LogitsOnly`;
     text models with PyTorch's scaled-dot-product attention where they have it (the model's own fused kernels) and no
     cache."""
     if not (checkpoint / "config.json").is_file():
@@ -231,6 +233,9 @@ def load_serving_module(checkpoint: Path, dtype: torch.dtype) -> torch.nn.Module
         pooling = json.loads((checkpoint / POOLING_FILE).read_text())
         encoder = with_fused_attention(AutoModel, checkpoint, dtype)
         return PooledEmbeddings(encoder, pooling["pooling"], bool(pooling["normalize"])).eval()
-    model = with_fused_attention(AutoModelForSequenceClassification, checkpoint, dtype)
+    tokens = any(name.endswith("ForTokenClassification") for name in config.architectures or ())
+    model = with_fused_attention(
+        AutoModelForTokenClassification if tokens else AutoModelForSequenceClassification, checkpoint, dtype
+    )
     model.config.use_cache = False
     return LogitsOnly(model).eval()

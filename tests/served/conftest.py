@@ -46,6 +46,10 @@ TEXT_RANKERS = {
     "reranker": ("bert_ranker", []),
     "passage_ranker": ("distilbert_ranker", ["--max-chars", "150", "--aggregation", "mean"]),
 }
+# Token classifiers, added the same way (`--task token-classification`): a BERT read in windows that share the default
+# quarter of its limit, and a DeBERTa-v2 (SentencePiece-style tokenizer) with 24 tokens shared. Name -> checkpoint,
+# arguments.
+TOKEN_CLASSIFIERS = {"entities": ("bert_tagger", []), "pii": ("deberta_tagger", ["--stride", "24"])}
 
 # Image classifiers, added the same way (`--task image-classification`): a ViT whose processor resizes to its size,
 # and a ConvNeXt whose processor resizes the shorter side and crops (crop_pct). Name -> checkpoint.
@@ -84,7 +88,7 @@ UNBATCHED_PIPELINES = {
 @pytest.fixture(scope="session")
 def checkpoints(tmp_path_factory) -> Path:
     """The generated checkpoints' folder (tests.checkpoints): bert/, distilbert/, bert_encoder/, mpnet/, bert_ranker/,
-    distilbert_ranker/, vit/, convnext/ and resnet/."""
+    distilbert_ranker/, bert_tagger/, deberta_tagger/, vit/, convnext/ and resnet/."""
     root = tmp_path_factory.mktemp("checkpoints")
     subprocess.run([export_python(), "-m", "tests.checkpoints", "make", "--out", str(root)], cwd=REPO_ROOT, check=True)
     return root
@@ -106,6 +110,9 @@ def brought_models(tmp_path_factory, checkpoints) -> dict[str, ModelSpec]:
         assert kit_main([*args, "--models", str(root / "models")]) == 0
     for name, (checkpoint, options) in TEXT_RANKERS.items():
         args = ["add", name, "--task", "text-ranking", "--from", str(checkpoints / checkpoint), *options]
+        assert kit_main([*args, "--models", str(root / "models")]) == 0
+    for name, (checkpoint, options) in TOKEN_CLASSIFIERS.items():
+        args = ["add", name, "--task", "token-classification", "--from", str(checkpoints / checkpoint), *options]
         assert kit_main([*args, "--models", str(root / "models")]) == 0
     for name, checkpoint in IMAGE_CLASSIFIERS.items():
         args = ["add", name, "--task", "image-classification", "--from", str(checkpoints / checkpoint)]

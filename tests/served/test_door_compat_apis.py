@@ -2,7 +2,8 @@
 pointed at the door by its base URL and key, gets the embeddings of the session's text encoders equal to their own
 route's (and to PyTorch's within the export's tolerance), for a string and a list, as floats and as base64, with usage
 in the model's tokens; a bad request gets OpenAI's error shape; under overload its own retry honours the door's 429 and
-Retry-After. TEI-shaped requests get TEI's answers, equal to the models' own routes, and TEI's error shape."""
+Retry-After. TEI-shaped requests get TEI's answers, equal to the models' own routes (a classifier's raw scores its
+entry's logits, a text's tokens its tokenizer's), and TEI's error shape."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from tests.served.doors import call, running_door
 from tests.served.gate import WAIT_S, Gate
 from tests.served.reliability import own_server, wait_for
 from tests.served.test_embedding_models import ATOL, BATCHING_ATOL, TEXTS, pytorch
+from tests.served.text_specs import ask
 
 KEY = "compat-key"
 ENCODER, CLASSIFIER = "sentences", "topics"
@@ -127,6 +129,39 @@ def test_tei_predict_answers_the_classifiers_own_scores_best_first(server, tmp_p
         info = call(door, "GET", "/info").json()
         assert info["model_type"]["classifier"]["id2label"] == {"0": "sport", "1": "politics", "2": "science"}
         assert call(door, "POST", "/embed", json={"inputs": "a"}).status == 404
+        for text, mine in zip(texts, own):
+            raw = call(door, "POST", "/predict", json={"inputs": text, "raw_scores": True}).json()
+            logits = ask(server.options.grpc_url, CLASSIFIER, text, ("LOGITS", "SCORES", "CHUNK_SPANS"))
+            assert [p["score"] for p in raw] == sorted((p["score"] for p in raw), reverse=True)
+            assert {p["label"]: p["score"] for p in raw} == pytest.approx(
+                dict(zip(("sport", "politics", "science"), logits["LOGITS"].tolist())), abs=BATCHING_ATOL
+            )
+            if len(logits["CHUNK_SPANS"]) == 1:  # a text of one chunk: its logits are the model's, its scores their softmax
+                probabilities = np.exp(logits["LOGITS"]) / np.exp(logits["LOGITS"]).sum()
+                assert dict(zip(("sport", "politics", "science"), probabilities)) == pytest.approx(mine["scores"], abs=1e-5)
+
+
+def test_tei_tokenize_answers_the_models_own_tokens_with_offsets_in_utf8_bytes(encoder_door, server, checkpoints):
+    """/tokenize by the encoder's tokenizer: its ids, its special tokens as TEI names them (no offsets), the text of
+    every other token the bytes it covers, and as many tokens with special ones as the entry counts for a text of one
+    chunk (TOKENS)."""
+    headers = {"Authorization": f"Bearer {KEY}"}
+    tokenizer = Tokenizer.from_file(str(checkpoints / TEXT_ENCODERS[ENCODER][0] / "tokenizer.json"))
+    texts = [TEXTS[0], TEXTS[2], TEXTS[3]]  # one chunk each; one Korean
+    answer = call(encoder_door, "POST", "/tokenize", json={"inputs": texts}, headers=headers)
+    assert answer.status == 200, answer.data[:300]
+    for text, tokens in zip(texts, answer.json()):
+        assert [token["id"] for token in tokens] == tokenizer.encode(text).ids
+        assert [token["text"] for token in tokens if token["special"]] == ["[CLS]", "[SEP]"]
+        assert all(token["start"] is None and token["stop"] is None for token in tokens if token["special"])
+        raw = text.encode("utf-8")
+        assert all(raw[t["start"] : t["stop"]].decode("utf-8") == t["text"] for t in tokens if not t["special"])
+        counted = ask(server.options.grpc_url, ENCODER, text, ("TOKENS", "CHUNK_SPANS"))
+        assert len(counted["CHUNK_SPANS"]) == 1 and counted["TOKENS"][0] == len(tokens)
+    plain = call(encoder_door, "POST", "/tokenize", json={"inputs": texts[0], "add_special_tokens": False}, headers=headers)
+    assert [token["id"] for token in plain.json()[0]] == tokenizer.encode(texts[0], add_special_tokens=False).ids
+    refused = call(encoder_door, "POST", "/tokenize", json={"inputs": "  "}, headers=headers)
+    assert refused.status == 422 and refused.json()["error_type"] == "Validation"
 
 
 def test_openais_own_retry_honours_the_doors_429_and_every_answer_is_right(brought_models, references, tmp_path):

@@ -331,6 +331,18 @@ def test_a_text_classifier_from_a_spec_is_benchmarked_as_radar_is_by_name(
     assert f"{model}_classifier" in (tmp_path / "REPORT.md").read_text()
 
 
+@pytest.mark.parametrize("model, unit", [("reranker", "documents"), ("entities", "texts")])
+def test_a_cross_encoder_and_a_token_classifier_from_a_spec_are_benchmarked_by_name(tmp_path, brought_models, model, unit):
+    """`python -m perf sweep --model NAME` on a text-ranking and a token-classification spec: every design runs the
+    kit's own pipeline (documents chunked beside a query, texts read in overlapping windows) with the kit variant's
+    length buckets on the same graph, the limit in-process, and every served answer checked against it (a token
+    classifier's entities by their types, words and offsets, equal, and their scores)."""
+    results = sweep_spec_model(tmp_path, brought_models[model], {"batch_sizes": [8]}, unit)
+    assert results["accuracy"]["max_abs_diff"] <= 1e-4 and results["limit"]["best"][f"{unit}_per_s"] > 0
+    report = (tmp_path / "REPORT.md").read_text()
+    assert "FastAPI + asyncio batcher" in report and "## The limit" in report and f"{model}_classifier" in report
+
+
 def test_an_image_classifier_from_a_spec_is_benchmarked_against_the_hand_rolled_designs_by_name(tmp_path, brought_models):
     """`python -m perf sweep --model NAME` on an image-classification spec: the same PNG and JPEG pictures of many sizes
     to every design, each decoding and preprocessing them as the kit's pixels model does, the limit in-process, and

@@ -17,15 +17,15 @@ import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
 from clients.ranking import TextRankingClient, pair_tensors
-from kit.control.configs import REPO_ROOT, parameters
+from kit.control.configs import REPO_ROOT
 from kit.control.exports import export_python
 from kit.control.ranking_task import names
-from kit.control.repository import plan
 from perf.sim.device import SIM
 from samples.texts import MULTILINGUAL, sample_texts
 from tests.served.conftest import TEXT_RANKERS
 from tests.served.doors import call, running_door
 from tests.served.statistics import counted, executions
+from tests.served.text_specs import assert_placed_as_radar
 
 OUTPUTS = ("SCORE", "CHUNK_SCORES", "CHUNK_SPANS", "TOKENS")
 ATOL = 1e-4  # served (ONNX Runtime, pairs padded to length buckets, batched) against the pipeline on each pair alone
@@ -123,6 +123,9 @@ def test_the_door_serves_a_cross_encoder_on_its_route_openais_rerank_and_teis(do
         assert [rank["index"] for rank in ranks] == best
         assert all(rank["score"] == pytest.approx(want[rank["index"]], abs=ATOL) and rank["text"] for rank in ranks)
         assert "text" not in call(tei, "POST", "/rerank", json={"query": QUERY, "texts": DOCUMENTS[:1]}).json()[0]
+        tokens = call(tei, "POST", "/tokenize", json={"inputs": DOCUMENTS[0]}).json()[0]  # the pairs model's tokenizer
+        assert [t["text"] for t in tokens][1:-1] == [DOCUMENTS[0][t["start"] : t["stop"]] for t in tokens][1:-1]
+        assert [t["special"] for t in tokens] == [True] + [False] * (len(tokens) - 2) + [True]
         assert call(tei, "GET", "/info").json()["model_type"] == {
             "reranker": {"id2label": {"0": "LABEL_0"}, "label2id": {"LABEL_0": 0}}
         }
@@ -150,19 +153,6 @@ def test_a_cross_encoder_is_placed_in_every_profile_as_radar_is(profile, brought
     """Built for each profile, a text-ranking spec's three models run where RADAR's run (the simulated device aside,
     which only RADAR's measured curve can drive), its graph or checkpoint reading token types where the checkpoint's
     tokenizer makes them, and bounded as RADAR's graph is."""
-    planned = plan(profile, specs=brought_models)
-    configs = {name: model.written() for name, model in planned.items()}
-    files = {name: model.files for name, model in planned.items()}
-    for model in TEXT_RANKERS:
-        own = names(brought_models[model])
-        for part, radar in (("entry", "radar"), ("pairs", "radar_texts"), ("classifier", "radar_classifier")):
-            config, shipped = configs[own[part]], configs[radar]
-            assert (config.platform, config.max_batch_size) == (shipped.platform, shipped.max_batch_size)
-        classifier = configs[own["classifier"]]
-        served = parameters(classifier).get("onnx_model") or parameters(classifier).get("torch_model")
-        assert served is None or served in files[own["classifier"]], f"{profile}: {served} is not in the version folder"
-        if profile != SIM / "sim-h100.json":
-            assert list(classifier.instance_group) == list(configs["radar_classifier"].instance_group)
+    classifiers = assert_placed_as_radar(profile, brought_models, sorted(TEXT_RANKERS), names, "pairs")
+    for model, classifier in classifiers.items():
         assert [t.name for t in classifier.input][2:] == (["token_type_ids"] if model == "reranker" else [])
-        policy = classifier.dynamic_batching.default_queue_policy
-        assert policy == configs["radar_classifier"].dynamic_batching.default_queue_policy

@@ -55,7 +55,7 @@ def contract(radar_artifacts):
         radar,
         "topics",
         "text-labels",
-        {"SCORES": [-1], "CHUNK_SCORES": [-1, 3], "CHUNK_SPANS": [-1, 2], "CHUNKS": [-1]},
+        {"SCORES": [-1], "CHUNK_SCORES": [-1, 3], "CHUNK_SPANS": [-1, 2], "CHUNKS": [-1], "LOGITS": [-1]},
         labels='["sport", "politics", "science"]',
     )
     return contract_from_configs({"encoder": encoder, "topics": classifier})
@@ -85,7 +85,21 @@ class FakeUpstream(Upstream):
                 "TOKENS": np.array([7], np.int32),
             }
         scores = np.array([0.2, 0.5, 0.3], np.float32)
-        return {"SCORES": scores, "CHUNK_SCORES": scores[None], "CHUNK_SPANS": spans}
+        return {"SCORES": scores, "CHUNK_SCORES": scores[None], "CHUNK_SPANS": spans, "LOGITS": np.log(scores) + 1}
+
+    async def tokenize(self, model, text, add_special_tokens, request_id=""):
+        """Each character a token of id its code point, between [CLS] (101) and [SEP] (102) where asked."""
+        self.sent.append((model, text, add_special_tokens))
+        characters = text.decode("utf-8")
+        ids, names = [ord(c) for c in characters], list(characters)
+        spans = [[i, i + 1] for i in range(len(characters))]
+        if add_special_tokens:
+            ids, names, spans = [101, *ids, 102], ["[CLS]", *names, "[SEP]"], [[-1, -1], *spans, [-1, -1]]
+        return {
+            "TOKENIZED_IDS": np.array(ids, np.int32),
+            "TOKENIZED_TEXTS": np.array([name.encode() for name in names], np.object_),
+            "TOKENIZED_SPANS": np.array(spans, np.int32).reshape(-1, 2),
+        }
 
 
 @pytest.fixture
@@ -197,7 +211,11 @@ def test_tei_predict_answers_labels_best_first_for_a_text_and_for_a_batch(contra
         batch = test_client.post("/predict", json={"inputs": [["one"], ["two"]]}).json()
         assert len(batch) == 2 and [p["label"] for p in batch[1]] == ["politics", "science", "sport"]
         assert test_client.post("/predict", json={"inputs": ["query", "document"]}).status_code == 422, "no pairs"
-        assert test_client.post("/predict", json={"inputs": "a", "raw_scores": True}).status_code == 422
+        raw = test_client.post("/predict", json={"inputs": "a", "raw_scores": True}).json()
+        assert [(p["label"], round(p["score"], 5)) for p in raw] == [
+            (p["label"], round(float(np.log(np.float32(p["score"])) + 1), 5)) for p in best_first
+        ]
+        assert test_client.post("/predict", json={"inputs": "a", "raw_scores": "maybe"}).status_code == 422
         info = test_client.get("/info").json()["model_type"]["classifier"]
         assert info == {
             "id2label": {"0": "sport", "1": "politics", "2": "science"},
@@ -211,3 +229,22 @@ def test_a_tei_model_that_is_not_served_or_not_a_text_encoder_or_classifier_stop
     radar = contract_from_configs({"radar": configs("cpu", specs={})["radar"]})
     with pytest.raises(ContractError, match="answers text-score"):
         tei_model(dataclasses.replace(radar, canary=None), "radar")
+
+
+def test_tei_tokenize_answers_each_texts_tokens_in_teis_shape_offsets_in_utf8_bytes(client):
+    answer = client.post("/tokenize", json={"inputs": "aé😀"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == [
+        [
+            {"id": 101, "text": "[CLS]", "special": True, "start": None, "stop": None},
+            {"id": 97, "text": "a", "special": False, "start": 0, "stop": 1},
+            {"id": 233, "text": "é", "special": False, "start": 1, "stop": 3},
+            {"id": 128512, "text": "😀", "special": False, "start": 3, "stop": 7},
+            {"id": 102, "text": "[SEP]", "special": True, "start": None, "stop": None},
+        ]
+    ]
+    plain = client.post("/tokenize", json={"inputs": ["ab", "c"], "add_special_tokens": False}).json()
+    assert [[token["text"] for token in tokens] for tokens in plain] == [["a", "b"], ["c"]]
+    assert client.upstream.sent[-2:] == [("encoder", b"ab", False), ("encoder", b"c", False)]
+    refused = client.post("/tokenize", json={"inputs": []})
+    assert refused.status_code == 422 and refused.json()["error_type"] == "Validation"

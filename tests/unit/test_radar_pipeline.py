@@ -48,6 +48,10 @@ def test_finish_weights_chunk_scores_by_their_length(pipeline):
     lengths = np.diff(np.asarray(plan.spans), axis=1).ravel()
     assert result.score == pytest.approx((expected * lengths).sum() / lengths.sum(), abs=1e-6)
     assert result.spans.shape == (len(plan.spans), 2)
+    raw = np.zeros((len(plan.spans), 2))
+    for group, values in zip(plan.groups, logits):
+        raw[group.indices] = values
+    np.testing.assert_allclose(result.logits, lengths @ raw / lengths.sum(), atol=1e-6)  # TEI's raw scores
 
 
 @pytest.mark.parametrize(
@@ -97,6 +101,7 @@ def test_many_texts_planned_together_answer_as_each_planned_alone_in_fewer_fulle
         assert result.spans.tolist() == expected.spans.tolist()
         np.testing.assert_allclose(result.chunk_scores, expected.chunk_scores, atol=1e-6)
         assert result.score == pytest.approx(expected.score, abs=1e-6)
+        np.testing.assert_allclose(result.logits, expected.logits, atol=1e-6)
         chunk_tokens = [len(pipeline.tokenizer.encode(text[start:end]).ids) for start, end in plan.spans]
         assert result.tokens == expected.tokens == sum(chunk_tokens)  # what an API bills: every chunk's tokens
     assert sorted(i for g in together.groups for i in g.indices) == list(range(len(together.owners)))

@@ -17,7 +17,7 @@ from tokenizers import Tokenizer
 
 from kit.pipelines.batching.buckets import bucket_for, choose_buckets, pad_batch
 from kit.pipelines.errors import InputError
-from kit.pipelines.text.aggregate import Head
+from kit.pipelines.text.aggregate import Head, weighted_mean
 from kit.pipelines.text.chunking import split_text, split_to_token_limit
 
 DEFAULT_MAX_CHARS = 300
@@ -55,13 +55,16 @@ class BatchPlan:
 class Result:
     """A text's value (each label's probability, or its embedding) aggregated over its chunks, each chunk's, and the
     chunks' spans; `score` and `chunk_scores` are the columns of one label (RADAR's AI-generated one). `tokens`: the
-    tokens the model read for the text, its chunks' together, special tokens included (what an API bills as usage)."""
+    tokens the model read for the text, its chunks' together, special tokens included (what an API bills as usage).
+    `logits`: a classifier's logits for the text, its chunks' weighted by length (a one-chunk text's are the model's
+    own)."""
 
     values: np.ndarray
     chunk_values: np.ndarray
     spans: np.ndarray
     label: int = 0
     tokens: int = 0
+    logits: np.ndarray | None = None  # the graph's outputs before the head, chunks weighted by length (TEI's raw scores)
 
     @property
     def score(self) -> float:
@@ -139,11 +142,11 @@ class TextPipeline:
 
     def finish(self, plan: TextPlan, logits: list[np.ndarray]) -> Result:
         """Per-chunk values in text order and the text's."""
-        scores = np.zeros((len(plan.spans), logits[0].shape[-1]), dtype=np.float32)
+        raw = np.zeros((len(plan.spans), logits[0].shape[-1]), dtype=np.float32)
         for group, group_logits in zip(plan.groups, logits):
-            scores[group.indices] = self.head.chunks(group_logits)
+            raw[group.indices] = group_logits
         tokens = sum(int(group.attention_mask.sum()) for group in plan.groups)
-        return result_of(scores, plan.spans, self.ai_label_index, self.head, tokens)
+        return result_of(self.head.chunks(raw), plan.spans, self.ai_label_index, self.head, tokens, raw)
 
     def plan_many(self, texts: Sequence[str]) -> BatchPlan:
         """Many texts' chunks, tokenized in one call and merged across texts into classifier requests: one per
@@ -165,17 +168,7 @@ class TextPipeline:
         return BatchPlan(spans, owners, self.groups(flat), tokens)
 
     def groups(self, ids: Sequence[Sequence[int]]) -> list[ChunkGroup]:
-        """Chunks by length bucket, padded, at most `max_batch` to a group; `indices` are positions in `ids`."""
-        by_bucket: dict[int, list[int]] = {}
-        for index, chunk_ids in enumerate(ids):
-            by_bucket.setdefault(bucket_for(len(chunk_ids), self.buckets), []).append(index)
-        out = []
-        for length, indices in sorted(by_bucket.items()):
-            for start in range(0, len(indices), self.max_batch):
-                part = indices[start : start + self.max_batch]
-                input_ids, mask = pad_batch([ids[i] for i in part], length, self.pad_id)
-                out.append(ChunkGroup(part, input_ids, mask))
-        return out
+        return bucket_groups(ids, self.buckets, self.max_batch, self.pad_id)
 
     def scores(self, plan: BatchPlan) -> BatchScores:
         """The many texts' results, gathered as the classifier answers their groups."""
@@ -195,11 +188,18 @@ class BatchScores:
             for index in group.indices:
                 self.waiting[plan.owners[index][0]].add(number)
 
-    def add(self, group: int, logits: np.ndarray) -> list[int]:
-        """Group `group`'s logits; the texts this completes."""
+    def store(self, group: int, logits: np.ndarray) -> None:
+        """Group `group`'s rows, as its texts' results read them: the graph's outputs as they are, and through the
+        head."""
         if self.values is None:
             self.values = np.zeros((len(self.plan.owners), logits.shape[-1]), dtype=np.float32)
+            self.raw = np.zeros_like(self.values)
         self.values[self.plan.groups[group].indices] = self.head.chunks(logits)
+        self.raw[self.plan.groups[group].indices] = logits
+
+    def add(self, group: int, logits: np.ndarray) -> list[int]:
+        """Group `group`'s logits; the texts this completes."""
+        self.store(group, logits)
         done = []
         for text in self.texts_of(group):
             self.waiting[text].discard(group)
@@ -212,13 +212,29 @@ class BatchScores:
         return list(dict.fromkeys(self.plan.owners[i][0] for i in self.plan.groups[group].indices))
 
     def result(self, text: int) -> Result:
-        chunks = self.values[self.starts[text] : self.starts[text + 1]]
-        return result_of(chunks, self.plan.spans[text], self.ai_label_index, self.head, self.plan.tokens[text])
+        rows = slice(self.starts[text], self.starts[text + 1])
+        spans, tokens = self.plan.spans[text], self.plan.tokens[text]
+        return result_of(self.values[rows], spans, self.ai_label_index, self.head, tokens, self.raw[rows])
 
 
-def result_of(scores: np.ndarray, spans: list[tuple[int, int]], label: int, head: Head, tokens: int) -> Result:
+def bucket_groups(ids: Sequence[Sequence[int]], buckets: Sequence[int], max_batch: int, pad_id: int) -> list[ChunkGroup]:
+    """Token sequences by length bucket, padded, at most `max_batch` to a group; `indices` are positions in `ids`."""
+    by_bucket: dict[int, list[int]] = {}
+    for index, chunk_ids in enumerate(ids):
+        by_bucket.setdefault(bucket_for(len(chunk_ids), buckets), []).append(index)
+    out = []
+    for length, indices in sorted(by_bucket.items()):
+        for start in range(0, len(indices), max_batch):
+            part = indices[start : start + max_batch]
+            input_ids, mask = pad_batch([ids[i] for i in part], length, pad_id)
+            out.append(ChunkGroup(part, input_ids, mask))
+    return out
+
+
+def result_of(scores: np.ndarray, spans: list[tuple[int, int]], label: int, head: Head, tokens: int, raw: np.ndarray) -> Result:
     spans_array = np.asarray(spans, dtype=np.int32).reshape(-1, 2)
-    return Result(head.text(scores, spans), scores, spans_array, label, tokens)
+    logits = np.asarray(weighted_mean(raw, spans), dtype=np.float32).reshape(-1)
+    return Result(head.text(scores, spans), scores, spans_array, label, tokens, logits)
 
 
 def chunk_text(tokenizer: Tokenizer, text: str, max_chars: int, max_tokens: int) -> tuple[list[tuple[int, int]], list[list[int]]]:
