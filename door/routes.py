@@ -57,7 +57,10 @@ async def body_of(request: Request, *accepted: str) -> bytes:
     """The request's body, once its media type is one of `accepted` (415 otherwise)."""
     if media_type(request) not in accepted:
         raise Problem(415, "unsupported-media-type", f"send the body as {' or '.join(accepted)}")
-    return await request.body()
+    # door.intake hands the app the body in one message; Request.body() would join it with the stream's closing
+    # b"", a copy of the whole body (0.6 ms of CPU for an image's 2.4 MB).
+    chunks = [chunk async for chunk in request.stream() if chunk]
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def parse(model: type[BaseModel], body: bytes):
@@ -186,10 +189,10 @@ class Routes:
         }
 
         async def image_route(request: Request):
-            body = await self.body(request, JSON, FORM)
-            if media_type(request) == FORM:
+            if media_type(request) == FORM:  # the form's parser reads the body
                 data = await uploaded(request)
-            else:
+            else:  # JSON, or a 415 that names both
+                body = await self.body(request, JSON, FORM)
                 data = await run_in_threadpool(images.from_base64, parse(schema, body).image, max_bytes)
             data = await run_in_threadpool(images.checked, data, max_bytes, max_pixels)
             tensor = np.array([[data]] if served.batched else [data], dtype=np.object_)
