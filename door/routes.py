@@ -5,7 +5,6 @@ read both JSON and forms."""
 
 from __future__ import annotations
 
-import base64
 import binascii
 import functools
 import json
@@ -13,6 +12,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+import pybase64
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
@@ -58,7 +58,10 @@ async def body_of(request: Request, *accepted: str) -> bytes:
     """The request's body, once its media type is one of `accepted` (415 otherwise)."""
     if media_type(request) not in accepted:
         raise Problem(415, "unsupported-media-type", f"send the body as {' or '.join(accepted)}")
-    return await request.body()
+    # door.intake hands the app the body in one message; Request.body() would join it with the stream's closing
+    # b"", a copy of the whole body (0.6 ms of CPU for an image's 2.4 MB).
+    chunks = [chunk async for chunk in request.stream() if chunk]
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def parse(model: type[BaseModel], body: bytes):
@@ -189,10 +192,10 @@ class Routes:
         }
 
         async def image_route(request: Request):
-            body = await self.body(request, JSON, FORM)
-            if media_type(request) == FORM:
+            if media_type(request) == FORM:  # the form's parser reads the body
                 data = await uploaded(request)
-            else:
+            else:  # JSON, or a 415 that names both
+                body = await self.body(request, JSON, FORM)
                 data = await run_in_threadpool(images.from_base64, parse(schema, body).image, max_bytes)
             data = await run_in_threadpool(images.checked, data, max_bytes, max_pixels)
             tensor = np.array([[data]] if served.batched else [data], dtype=np.object_)
@@ -358,9 +361,15 @@ async def uploaded(request: Request) -> bytes:
     return await upload.read()
 
 
+def strict_base64(text: str) -> bytes:
+    """Padded standard base64, nothing else (schemas.PADDED_BASE64 says so to clients), decoded with SIMD: at
+    CPython's speed the decoding was 40% of an image's cost to the door."""
+    return pybase64.b64decode(text, validate=True)
+
+
 def float32_array(text: str, shape: tuple[int, ...]) -> np.ndarray:
     try:
-        raw = base64.b64decode(text, validate=True)
+        raw = strict_base64(text)
     except (binascii.Error, ValueError):
         raise Problem(400, "malformed-body", "data is not base64") from None
     want = 4 * math.prod(shape)

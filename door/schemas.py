@@ -30,10 +30,10 @@ from tritonclient.utils import triton_to_np_dtype
 IMAGE_FORMAT = "image-base64"
 # What JSON Schema can say of the base64 text the door decodes, as a pattern (ECMA-262 and Python alike), measured
 # against the decoders (tests/unit/test_door_schemas.py): an image's (kit.pipelines.encoded_images.decode_base64: a
-# data: URL prefix, standard or URL-safe letters, whitespace anywhere, padding optional) and raw float32 data's
-# (base64.b64decode with validate: standard letters, padded, no whitespace). Both take any padding after a whole
-# quantum, as Python's decoder does. That the bytes are an image, or as many as a shape needs, no pattern can say: the
-# routes answer 415 and 422.
+# data: URL prefix, standard or URL-safe letters, whitespace anywhere, padding optional, and any padding after a whole
+# quantum, as Python's decoder takes it) and raw float32 data's (door.routes.strict_base64: standard letters, padded
+# exactly, no whitespace). That the bytes are an image, or as many as a shape needs, no pattern can say: the
+# routes answer 415 and 400.
 _SPACE = "[ \\t\\n\\r\\f\\v]*"
 _LETTER = f"[A-Za-z0-9+/_-]{_SPACE}"
 _PAD = f"={_SPACE}"
@@ -42,7 +42,7 @@ IMAGE_BASE64 = (
     f"^{_SPACE}(?:{_DATA_URL})?{_SPACE}(?:(?:{_LETTER}){{4}})*"
     f"(?:(?:{_LETTER}){{4}}(?:{_PAD})*|(?:{_LETTER}){{2}}(?:{_PAD}){{0,2}}|(?:{_LETTER}){{3}}(?:{_PAD})?)$"
 )
-PADDED_BASE64 = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{4}=*|[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+PADDED_BASE64 = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
 
 
 def utf8(text: str) -> str:
