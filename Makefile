@@ -145,7 +145,7 @@ clean: ## remove virtualenvs, exported models and built repositories
 PERF_CHECKPOINT := $(ARTIFACTS)/checkpoints/radar-large
 PERF_MODEL := $(ARTIFACTS)/radar-large/export.json
 
-.PHONY: perf perf-quick perf-precision perf-precision-quick perf-text-mix perf-sim tune perf-report
+.PHONY: perf perf-quick perf-precision perf-precision-quick perf-text-mix perf-sim perf-report
 
 perf: $(VENV)/serve/.installed $(PERF_MODEL) ## full RADAR sweep: kit vs Flask/gunicorn/FastAPI baselines and the offline limit -> perf/results/radar/REPORT.md (~35 min)
 	$(SERVE_PY) -m perf sweep --spec full --out perf/results/radar
@@ -164,9 +164,6 @@ perf-text-mix: $(VENV)/serve/.installed $(PERF_MODEL) ## RADAR on long and one-c
 
 perf-sim: $(VENV)/serve/.installed $(RADAR_ONNX) $(RESNET_ONNX) ## serving overhead on a simulated H100: every design's CPU per chunk, by process, and what 16 cores could feed (~15 min) -> perf/results/sim-h100/REPORT.md
 	$(SERVE_PY) -m perf sweep --spec sim-h100 --out perf/results/sim-h100
-
-tune: $(VENV)/serve/.installed $(PERF_MODEL) ## search instances x threads x batch cap x queue delay x buckets; write the winner into model_repository/profiles/cpu.json
-	$(SERVE_PY) -m perf.tune --spec tune
 
 perf-report: $(VENV)/serve/.installed ## regenerate every perf/results/*/REPORT.md and perf/RESULTS.md from the committed results.json (no benchmark)
 	$(SERVE_PY) -m perf report

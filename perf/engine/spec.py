@@ -47,7 +47,7 @@ def read_spec(path: Path) -> dict:
 
 
 def check(spec: dict, where: str) -> None:
-    """A sweep's way of running its targets holds together (perf.tune's search spec has no targets: it is its own)."""
+    """A sweep's way of running its targets holds together (a spec without targets has none to run)."""
     if "targets" not in spec:
         return
     if "rounds" in spec and "probe" in spec:

@@ -22,12 +22,11 @@ import tritonclient.grpc as grpcclient
 from kit.adapters.artifacts import text_pipeline
 from kit.adapters.settings import TextSettings, TorchRunnerSettings
 from kit.control.configs import parameters, template
-from kit.control.profiles import load_profile
 from kit.pipelines.text.pipeline import TextPipeline
 from perf.baselines.radar_model import TORCH_SHAPES
 from perf.engine.inputs import InputSet, bytes_tensor, input_set
 from perf.engine.load import tensor
-from perf.engine.tables import kit_time_table, sec, table
+from perf.engine.tables import kit_time_table, table
 from perf.engine.targets import variant_models
 from perf.engine.workload import Baseline, Workload
 from perf.sim.device import SIM
@@ -258,12 +257,9 @@ class Radar(Workload):
         )
 
     def sections(self, results: dict, out_dir: Path) -> list[str]:
-        tune = out_dir / "tune.json"
         return (
-            (limit_section(results["limit"], ceiling=results["spec"]["limit"].get("ceiling")) if results.get("limit") else [])
-            + self.time_section(results)
-            + (tune_section(json.loads(tune.read_text())) if tune.is_file() else [])
-        )
+            limit_section(results["limit"], ceiling=results["spec"]["limit"].get("ceiling")) if results.get("limit") else []
+        ) + self.time_section(results)
 
 
 TIME_HEADERS = [
@@ -323,31 +319,6 @@ def ceiling_lines(lim: dict, ceiling: dict | None) -> list[str]:
             f"{top:,.0f} chunks/s: the best limit is {best / top:.0%} of that ceiling."
         )
     return [" ".join(out), ""]
-
-
-def tune_section(tune: dict) -> list[str]:
-    """The layout search of `make tune` (perf.tune), and whether the committed CPU profile holds its winner."""
-    committed, roles = load_profile("cpu"), tune["winner"].get("roles", {})  # a search before roles wrote none
-    placed = lambda model: committed.roles.get(roles.get(model), {}) | committed.models.get(model, {})  # noqa: E731
-    agrees = all(placed(model) == settings for model, settings in tune["winner"]["profile"].items())
-    status = (
-        "the committed `model_repository/profiles/cpu.json` holds it"
-        if agrees
-        else "**the committed `model_repository/profiles/cpu.json` differs from it** (edited after the search, or a dry run)"
-    )
-    return [
-        "## Layout search (`make tune`)\n",
-        f"At {tune['concurrency']} clients, p99 budget {tune['p99_budget_ms'] / 1000:.0f} s for the entry model end to end; "
-        f"run {tune['started']}. Winner: **{tune['winner']['setting']}**; {status}.\n",
-        *table(
-            ["stage", "setting", "texts/s", "p99 s", "within budget"],
-            [
-                [r["stage"], r["setting"], f"{r['throughput']:.2f}", sec(r["p99_ms"]), "yes" if r["within_budget"] else "no"]
-                for r in tune["trials"]
-            ],
-        ),
-        "",
-    ]
 
 
 RADAR = Radar()

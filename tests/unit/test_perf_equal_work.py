@@ -2,7 +2,7 @@
 
 Padding is compute: a kit on 3 buckets did more work per chunk than baselines on 5, which an
 earlier report read as server overhead. These tests keep the baselines and the limit on the
-buckets of the kit variant they are compared with, whatever the profile (or `make tune`) sets."""
+buckets of the kit variant they are compared with, whatever the profile sets."""
 
 import json
 from pathlib import Path
