@@ -255,16 +255,13 @@ chaos: $(VENV)/serve/.installed export ## 20 minutes (CHAOS_SECONDS) of faults u
 
 # OCR in the performance kit (perf/specs/ocr*.json): the kit's `ocr` against FastAPI + uvicorn on the
 # same pipeline and PP-OCRv4 models, and the in-process limit; `make perf` is the RADAR sweep.
-.PHONY: perf-ocr perf-ocr-quick perf-ocr-sizing perf-ocr-rendered perf-int8-graphs
+.PHONY: perf-ocr perf-ocr-quick perf-ocr-rendered perf-int8-graphs
 
 perf-ocr: $(VENV)/serve/.installed $(OCR_ONNX) ## OCR sweep: kit vs FastAPI + uvicorn (1/2/4 workers) and the in-process limit, 1-32 clients -> perf/results/ocr/REPORT.md (6-10 min)
 	$(SERVE_PY) -m perf sweep --spec ocr --out perf/results/ocr
 
 perf-ocr-quick: $(VENV)/serve/.installed $(OCR_ONNX) ## OCR: the kit and uvicorn once at 8 clients (under 5 min) -> build/perf/results-ocr-quick/REPORT.md
 	$(SERVE_PY) -m perf sweep --spec ocr-quick --out build/perf/results-ocr-quick
-
-perf-ocr-sizing: $(VENV)/serve/.installed $(OCR_ONNX) system-deps ## OCR detector sizing policies on 54 browser-rendered pages: accuracy and time -> perf/results/ocr/sizing.json (15 min)
-	$(SERVE_PY) -m perf.probes.ocr_sizing --per-kind 6 --out perf/results/ocr/sizing.json
 
 perf-int8-graphs: $(VENV)/serve/.installed $(OCR_ONNX) $(RESNET_ONNX) system-deps ## INT8 (dynamic, static QDQ) of the OCR recogniser and detector and ResNet-50: texts kept, time ratios (~10 min) -> perf/results/int8/graphs.json
 	$(SERVE_PY) -m export.int8_graphs --rendered 1 --out perf/results/int8/graphs.json
