@@ -26,7 +26,7 @@ from kit.pipelines.text.pipeline import TextPipeline
 from perf.baselines.radar_model import TORCH_SHAPES
 from perf.engine.inputs import InputSet, bytes_tensor, input_set
 from perf.engine.load import tensor
-from perf.engine.tables import kit_time_table, table
+from perf.engine.tables import graphs, kit_time_table, limit_of, table
 from perf.engine.targets import variant_models
 from perf.engine.workload import Baseline, Workload
 from perf.sim.device import SIM
@@ -123,6 +123,11 @@ class Radar(Workload):
     def settings(self, model_dir: Path, work: Path, setting: dict | None = None) -> TextSettings:
         """RADAR's settings as a kit variant serves them from `model_dir`."""
         return variant_models(self, setting or {}, model_dir, work)[self.entry].settings
+
+    @property
+    def graph_model(self) -> str:
+        """A spec's `graphs` (FP32, fused, INT8: `make perf-precision`) each run on the classifier."""
+        return self.workers
 
     def graph_variant(self, setting: dict) -> dict:
         """The kit variant whose graph a baseline's or the limit's setting names (`graph`); none: the committed one."""
@@ -257,9 +262,10 @@ class Radar(Workload):
         )
 
     def sections(self, results: dict, out_dir: Path) -> list[str]:
-        return (
-            limit_section(results["limit"], ceiling=results["spec"]["limit"].get("ceiling")) if results.get("limit") else []
-        ) + self.time_section(results)
+        """The limit (each graph's, in a run over `graphs`), then where the kit's time goes."""
+        ceiling = results["spec"]["limit"].get("ceiling")
+        limits = [(g, limit_of(results, g)) for g in graphs(results)]
+        return [line for g, lim in limits if lim for line in limit_section(lim, g or "", ceiling)] + self.time_section(results)
 
 
 TIME_HEADERS = [

@@ -12,7 +12,7 @@ from perf.engine.report import render
 from perf.engine.spec import graph_runs, load_spec
 from perf.engine.targets import make_target, variant_models
 from perf.engine.verdicts import judge
-from perf.workloads.radar_precision import RADAR_PRECISION
+from perf.workloads.radar import RADAR
 
 GRAPHS = ("model.fused.onnx", "model.int8.onnx", "model.cpu.onnx")
 
@@ -32,18 +32,14 @@ def graphs_folder(radar_artifacts: Path, tmp_path) -> Path:
 @pytest.mark.parametrize("spec_name", ["precision", "precision-quick"])
 def test_kit_baseline_and_limit_of_each_graph_run_that_graphs_file(spec_name, graphs_folder, tmp_path):
     spec = load_spec(spec_name)
-    runs = graph_runs(spec, RADAR_PRECISION.graph_model)
+    runs = graph_runs(spec, RADAR.graph_model)
     assert [name for name, _ in runs] == list(spec["graphs"]) == ["fp32", "fused", "int8"]
     for name, run in runs:
         graph, work = spec["graphs"][name], tmp_path / name
-        kit = make_target(RADAR_PRECISION, "kit", run["targets"]["kit"][0], graphs_folder, work)
-        served = parameters(
-            variant_models(RADAR_PRECISION, kit.setting, graphs_folder, work / "kit")["radar_classifier"].written()
-        )
-        baseline = make_target(RADAR_PRECISION, "uvicorn", run["targets"]["uvicorn"][0], graphs_folder, work)
-        limit = RADAR_PRECISION.served(graphs_folder, work / "limit", RADAR_PRECISION.graph_variant(run["limit"]))[1][
-            "onnx_model"
-        ]
+        kit = make_target(RADAR, "kit", run["targets"]["kit"][0], graphs_folder, work)
+        served = parameters(variant_models(RADAR, kit.setting, graphs_folder, work / "kit")["radar_classifier"].written())
+        baseline = make_target(RADAR, "uvicorn", run["targets"]["uvicorn"][0], graphs_folder, work)
+        limit = RADAR.served(graphs_folder, work / "limit", RADAR.graph_variant(run["limit"]))[1]["onnx_model"]
         assert served["onnx_model"] == baseline.environment()["RADAR_GRAPH"] == limit == graph
         assert kit.placements["radar_texts"]["default_timeout_microseconds"] == 600_000_000  # the spec's own settings stay
         assert baseline.workers == 2
@@ -108,7 +104,7 @@ def precision_results() -> dict:
 
 
 def test_precision_verdicts_judge_each_graph_against_its_own_limit():
-    verdicts = {v.target: v.met for v in judge(RADAR_PRECISION, precision_results())}
+    verdicts = {v.target: v.met for v in judge(RADAR, precision_results())}
     assert verdicts["fp32: 16 clients, kit >= 0.95 x limit"] and verdicts["int8: 16 clients, kit >= 0.95 x limit"]
     assert not verdicts["int8: 64 clients, kit >= 0.95 x limit"]
     assert not verdicts["fused: zero failed requests at 256 clients, FastAPI + uvicorn"]
@@ -120,16 +116,13 @@ def test_a_run_without_fp32_judges_the_other_graphs_against_its_first_and_never_
     results = precision_results()
     results["limits"].pop("fp32")
     results["sweeps"] = [r for r in results["sweeps"] if r["graph"] != "fp32"]
-    targets = [v.target for v in judge(RADAR_PRECISION, results)]
+    targets = [v.target for v in judge(RADAR, results)]
     assert "int8 limit >= 2.0 x the fused limit" in targets
     assert not any(t.startswith("fused limit") for t in targets)
 
 
-def test_precision_report_sets_the_graphs_side_by_side(tmp_path):
+def test_a_report_over_graphs_names_each_graphs_points_and_limit(tmp_path):
     results = precision_results()
-    text = render(results, RADAR_PRECISION, tmp_path)
-    assert "## Precisions side by side" in text and "| int8 | `model.int8.onnx` | 3.60 | 1.80 |" in text
-    assert "| fused | FastAPI + uvicorn | 1.92 / 1.92 / failed |" in text
+    text = render(results, RADAR, tmp_path)
     assert "**long texts, graph int8 (`model.int8.onnx`)**" in text and "## The limit of int8" in text
-    assert (tmp_path / "radar-precision_throughput_vs_p99.png").is_file()
-    assert RADAR_PRECISION.headline(results).startswith("limits fp32 2.00, fused 2.40 (1.20x), int8 3.60 (1.80x) chunks/s")
+    assert (tmp_path / "radar_throughput_vs_p99.png").is_file()
