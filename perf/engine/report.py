@@ -230,29 +230,28 @@ def gpu_cells(row: dict) -> list[str]:
 
 
 def limit_rounds_section(results: dict, w: Workload) -> list[str]:
-    """The limit measured in every round: each layout's median and spread over the rounds, per graph (and ONNX
-    Runtime level), and each one's median over the first graph's: the offline comparison made in turns."""
+    """The limit measured in every round: each layout's median and spread over the rounds, per graph, and each
+    one's median over the first graph's: the offline comparison made in turns."""
     points: dict[tuple, list[float]] = {}
     for r in results["limit_rounds"]:
         for layout in r.get("layouts", [r["best"]]):
-            key = (r["graph"], layout["layout"], layout.get("level"), layout.get("batch"))  # OCR's layouts: no batch
+            key = (r["graph"], layout["layout"], layout.get("batch"))  # OCR's layouts: no batch
             points.setdefault(key, []).append(layout[w.key])
     graphs_seen = list(dict.fromkeys(k[0] for k in points))
     first = {k[1:]: statistics.median(v) for k, v in points.items() if k[0] == graphs_seen[0]}
-    levels, batches = any(k[2] for k in points), any(k[3] is not None for k in points)
+    batches = any(k[2] is not None for k in points)
     rows = [
         [
             *([graph] if graph else []),
             layout,
-            *([level] if levels else []),
             *([batch] if batches else []),
             f"{statistics.median(rates):.2f}",
             f"{min(rates):.2f}-{max(rates):.2f}",
-            f"{statistics.median(rates) / first[(layout, level, batch)]:.2f}" if (layout, level, batch) in first else "-",
+            f"{statistics.median(rates) / first[(layout, batch)]:.2f}" if (layout, batch) in first else "-",
         ]
-        for (graph, layout, level, batch), rates in points.items()
+        for (graph, layout, batch), rates in points.items()
     ]
-    headers = [*(["graph"] if graphs_seen[0] else []), "layout", *(["level"] if levels else []), *(["batch"] if batches else [])]
+    headers = [*(["graph"] if graphs_seen[0] else []), "layout", *(["batch"] if batches else [])]
     rounds = len({r["round"] for r in results["limit_rounds"]})
     return [
         f"## The limit in turns ({rounds} rounds)\n",

@@ -189,9 +189,7 @@ class Radar(Workload):
         else:
             graph = clf["onnx_model"]
             print(f"limit: offline ONNX Runtime on {model_dir.name}/{graph}", flush=True)
-            result = radar_limit.measure(
-                model_dir / graph, pipeline, texts, lim.get("chunks"), lim["batch_sizes"], lim.get("levels"), lim.get("operators")
-            )
+            result = radar_limit.measure(model_dir / graph, pipeline, texts, lim.get("chunks"), lim["batch_sizes"])
         result["bucket_count"] = settings.bucket_count
         best = result["best"]
         print(f"  best: {best['layout']} batch {best['batch']}: {best['chunks_per_s']:.2f} chunks/s", flush=True)
@@ -279,26 +277,19 @@ TIME_HEADERS = [
 
 
 def limit_section(lim: dict, name: str = "", ceiling: dict | None = None) -> list[str]:
-    """The limit's layouts and its best, and the operators ONNX Runtime ran where counted; `name`: the graph's,
+    """The limit's layouts and its best; `name`: the graph's,
     in a run over several; where FLOPs per chunk were counted, the best against the spec's `ceiling` (a device's peak
     {"tflops", "of"})."""
-    levels = any("level" in r for r in lim["layouts"])
-    rows = [
-        [r["layout"], *([r["level"]] if levels else []), r["batch"], f"{r['chunks_per_s']:.2f}", f"{r['chunks_per_cpu_s']:.2f}"]
-        for r in lim["layouts"]
-    ]
+    rows = [[r["layout"], r["batch"], f"{r['chunks_per_s']:.2f}", f"{r['chunks_per_cpu_s']:.2f}"] for r in lim["layouts"]]
     best = f"**{lim['best']['layout']} at batch {lim['best']['batch']}: {lim['best']['chunks_per_s']:.2f} chunks/s**"
     per_text = f"{lim['texts_per_s']:.2f} texts/s at {lim['chunks_per_text']:.2f} chunks per text"
     buckets = f", padded to {lim['bucket_count']} length buckets as every target of the run" if "bucket_count" in lim else ""
     graph = f", on `{lim['graph']}`" if "graph" in lim else ""
     out = [
         f"## The limit{f' of {name}' if name else ''} (offline, in-process, same chunks)\n",
-        *table(["layout", *(["ONNX Runtime level"] if levels else []), "batch", "chunks/s", "chunks / CPU-s"], rows),
+        *table(["layout", "batch", "chunks/s", "chunks / CPU-s"], rows),
         f"\nBest: {best} ({per_text}), over {lim['chunks']} chunks{buckets}{graph}.\n",
     ]
-    for level, ops in lim.get("operators_run", {}).items():
-        top = ", ".join(f"{op} {n}" for op, n in list(ops.items())[:8])
-        out.append(f"Operators ONNX Runtime runs at level {level}: {sum(ops.values())} nodes ({top}, ...).\n")
     return out + (ceiling_lines(lim, ceiling) if "flops_per_chunk" in lim else [])
 
 
