@@ -145,19 +145,13 @@ clean: ## remove virtualenvs, exported models and built repositories
 PERF_CHECKPOINT := $(ARTIFACTS)/checkpoints/radar-large
 PERF_MODEL := $(ARTIFACTS)/radar-large/export.json
 
-.PHONY: perf perf-quick perf-precision perf-precision-quick perf-text-mix perf-sim perf-report
+.PHONY: perf perf-quick perf-text-mix perf-sim perf-report
 
 perf: $(VENV)/serve/.installed $(PERF_MODEL) ## full RADAR sweep: kit vs Flask/gunicorn/FastAPI baselines and the offline limit -> perf/results/radar/REPORT.md (~35 min)
 	$(SERVE_PY) -m perf sweep --spec full --out perf/results/radar
 
 perf-quick: $(VENV)/serve/.installed $(PERF_MODEL) ## every target once at 16 clients (under 10 min) -> build/perf/results-quick/REPORT.md
 	$(SERVE_PY) -m perf sweep --spec quick --out build/perf/results-quick
-
-perf-precision: $(VENV)/serve/.installed $(PERF_MODEL) ## the limit, the kit and uvicorn on the FP32, fused and INT8 graphs at 16-256 clients (~30 min) -> perf/results/radar-precision/REPORT.md
-	$(SERVE_PY) -m perf sweep --spec precision --out perf/results/radar-precision
-
-perf-precision-quick: $(VENV)/serve/.installed $(RADAR_INT8_ONNX) ## the same three graphs on the tiny stand-in, few requests (a few minutes) -> build/perf/results-precision-quick/REPORT.md
-	$(SERVE_PY) -m perf sweep --spec precision-quick --out build/perf/results-precision-quick
 
 perf-text-mix: $(VENV)/serve/.installed $(PERF_MODEL) ## RADAR on long and one-chunk texts against their limits, in turns, two windows of chunks in flight (~25 min) -> perf/results/radar/text-mix/REPORT.md
 	$(SERVE_PY) -m perf sweep --spec text-mix --out perf/results/radar/text-mix
@@ -172,8 +166,8 @@ $(PERF_CHECKPOINT)/config.json: export/standins.py | $(VENV)/export/.installed
 	$(EXPORT_PY) -m export.standins --size large --out $(PERF_CHECKPOINT)
 
 # No PyTorch checkpoint copy (--no-checkpoint): the CPU benchmarks serve the ONNX graphs, and a copy is 1.4 GB. The CPU
-# serves the default (fused) graph as `make export` does; --also-int8 adds the gated INT8 graph that `make perf-precision`
-# compares with the FP32 and fused ones. Re-export when the arguments change, as for RADAR_ONNX.
+# serves the default (fused) graph as `make export` does; --also-int8 adds the gated INT8 graph, which a
+# spec's kit, baselines and limit can each name (`graph`). Re-export when the arguments change, as for RADAR_ONNX.
 PERF_EXPORT_ARGS = --model $(PERF_CHECKPOINT) --also-int8 --no-checkpoint
 ifneq ($(shell cat $(ARTIFACTS)/radar-large/.source 2>/dev/null),$(strip $(PERF_EXPORT_ARGS)))
 .PHONY: $(PERF_MODEL)

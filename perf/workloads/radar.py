@@ -26,7 +26,7 @@ from kit.pipelines.text.pipeline import TextPipeline
 from perf.baselines.radar_model import TORCH_SHAPES
 from perf.engine.inputs import InputSet, bytes_tensor, input_set
 from perf.engine.load import tensor
-from perf.engine.tables import graphs, kit_time_table, limit_of, table
+from perf.engine.tables import kit_time_table, table
 from perf.engine.targets import variant_models
 from perf.engine.workload import Baseline, Workload
 from perf.sim.device import SIM
@@ -123,11 +123,6 @@ class Radar(Workload):
     def settings(self, model_dir: Path, work: Path, setting: dict | None = None) -> TextSettings:
         """RADAR's settings as a kit variant serves them from `model_dir`."""
         return variant_models(self, setting or {}, model_dir, work)[self.entry].settings
-
-    @property
-    def graph_model(self) -> str:
-        """A spec's `graphs` (FP32, fused, INT8: `make perf-precision`) each run on the classifier."""
-        return self.workers
 
     def graph_variant(self, setting: dict) -> dict:
         """The kit variant whose graph a baseline's or the limit's setting names (`graph`); none: the committed one."""
@@ -260,10 +255,9 @@ class Radar(Workload):
         )
 
     def sections(self, results: dict, out_dir: Path) -> list[str]:
-        """The limit (each graph's, in a run over `graphs`), then where the kit's time goes."""
-        ceiling = results["spec"]["limit"].get("ceiling")
-        limits = [(g, limit_of(results, g)) for g in graphs(results)]
-        return [line for g, lim in limits if lim for line in limit_section(lim, g or "", ceiling)] + self.time_section(results)
+        return (
+            limit_section(results["limit"], ceiling=results["spec"]["limit"].get("ceiling")) if results.get("limit") else []
+        ) + self.time_section(results)
 
 
 TIME_HEADERS = [
@@ -276,17 +270,16 @@ TIME_HEADERS = [
 ]
 
 
-def limit_section(lim: dict, name: str = "", ceiling: dict | None = None) -> list[str]:
-    """The limit's layouts and its best; `name`: the graph's,
-    in a run over several; where FLOPs per chunk were counted, the best against the spec's `ceiling` (a device's peak
-    {"tflops", "of"})."""
+def limit_section(lim: dict, ceiling: dict | None = None) -> list[str]:
+    """The limit's layouts and its best; where FLOPs per chunk were counted, the best against the spec's `ceiling` (a
+    device's peak {"tflops", "of"})."""
     rows = [[r["layout"], r["batch"], f"{r['chunks_per_s']:.2f}", f"{r['chunks_per_cpu_s']:.2f}"] for r in lim["layouts"]]
     best = f"**{lim['best']['layout']} at batch {lim['best']['batch']}: {lim['best']['chunks_per_s']:.2f} chunks/s**"
     per_text = f"{lim['texts_per_s']:.2f} texts/s at {lim['chunks_per_text']:.2f} chunks per text"
     buckets = f", padded to {lim['bucket_count']} length buckets as every target of the run" if "bucket_count" in lim else ""
     graph = f", on `{lim['graph']}`" if "graph" in lim else ""
     out = [
-        f"## The limit{f' of {name}' if name else ''} (offline, in-process, same chunks)\n",
+        "## The limit (offline, in-process, same chunks)\n",
         *table(["layout", "batch", "chunks/s", "chunks / CPU-s"], rows),
         f"\nBest: {best} ({per_text}), over {lim['chunks']} chunks{buckets}{graph}.\n",
     ]
