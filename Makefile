@@ -145,7 +145,7 @@ clean: ## remove virtualenvs, exported models and built repositories
 PERF_CHECKPOINT := $(ARTIFACTS)/checkpoints/radar-large
 PERF_MODEL := $(ARTIFACTS)/radar-large/export.json
 
-.PHONY: perf perf-quick perf-precision perf-precision-quick perf-text-mix perf-sim tune perf-report
+.PHONY: perf perf-quick perf-text-mix perf-sim perf-report
 
 perf: $(VENV)/serve/.installed $(PERF_MODEL) ## full RADAR sweep: kit vs Flask/gunicorn/FastAPI baselines and the offline limit -> perf/results/radar/REPORT.md (~35 min)
 	$(SERVE_PY) -m perf sweep --spec full --out perf/results/radar
@@ -153,20 +153,11 @@ perf: $(VENV)/serve/.installed $(PERF_MODEL) ## full RADAR sweep: kit vs Flask/g
 perf-quick: $(VENV)/serve/.installed $(PERF_MODEL) ## every target once at 16 clients (under 10 min) -> build/perf/results-quick/REPORT.md
 	$(SERVE_PY) -m perf sweep --spec quick --out build/perf/results-quick
 
-perf-precision: $(VENV)/serve/.installed $(PERF_MODEL) ## the limit, the kit and uvicorn on the FP32, fused and INT8 graphs at 16-256 clients (~30 min) -> perf/results/radar-precision/REPORT.md
-	$(SERVE_PY) -m perf sweep --spec precision --out perf/results/radar-precision
-
-perf-precision-quick: $(VENV)/serve/.installed $(RADAR_INT8_ONNX) ## the same three graphs on the tiny stand-in, few requests (a few minutes) -> build/perf/results-precision-quick/REPORT.md
-	$(SERVE_PY) -m perf sweep --spec precision-quick --out build/perf/results-precision-quick
-
 perf-text-mix: $(VENV)/serve/.installed $(PERF_MODEL) ## RADAR on long and one-chunk texts against their limits, in turns, two windows of chunks in flight (~25 min) -> perf/results/radar/text-mix/REPORT.md
 	$(SERVE_PY) -m perf sweep --spec text-mix --out perf/results/radar/text-mix
 
 perf-sim: $(VENV)/serve/.installed $(RADAR_ONNX) $(RESNET_ONNX) ## serving overhead on a simulated H100: every design's CPU per chunk, by process, and what 16 cores could feed (~15 min) -> perf/results/sim-h100/REPORT.md
 	$(SERVE_PY) -m perf sweep --spec sim-h100 --out perf/results/sim-h100
-
-tune: $(VENV)/serve/.installed $(PERF_MODEL) ## search instances x threads x batch cap x queue delay x buckets; write the winner into model_repository/profiles/cpu.json
-	$(SERVE_PY) -m perf.tune --spec tune
 
 perf-report: $(VENV)/serve/.installed ## regenerate every perf/results/*/REPORT.md and perf/RESULTS.md from the committed results.json (no benchmark)
 	$(SERVE_PY) -m perf report
@@ -175,8 +166,8 @@ $(PERF_CHECKPOINT)/config.json: export/standins.py | $(VENV)/export/.installed
 	$(EXPORT_PY) -m export.standins --size large --out $(PERF_CHECKPOINT)
 
 # No PyTorch checkpoint copy (--no-checkpoint): the CPU benchmarks serve the ONNX graphs, and a copy is 1.4 GB. The CPU
-# serves the default (fused) graph as `make export` does; --also-int8 adds the gated INT8 graph that `make perf-precision`
-# compares with the FP32 and fused ones. Re-export when the arguments change, as for RADAR_ONNX.
+# serves the default (fused) graph as `make export` does; --also-int8 adds the gated INT8 graph, which a
+# spec's kit, baselines and limit can each name (`graph`). Re-export when the arguments change, as for RADAR_ONNX.
 PERF_EXPORT_ARGS = --model $(PERF_CHECKPOINT) --also-int8 --no-checkpoint
 ifneq ($(shell cat $(ARTIFACTS)/radar-large/.source 2>/dev/null),$(strip $(PERF_EXPORT_ARGS)))
 .PHONY: $(PERF_MODEL)
@@ -258,16 +249,13 @@ chaos: $(VENV)/serve/.installed export ## 20 minutes (CHAOS_SECONDS) of faults u
 
 # OCR in the performance kit (perf/specs/ocr*.json): the kit's `ocr` against FastAPI + uvicorn on the
 # same pipeline and PP-OCRv4 models, and the in-process limit; `make perf` is the RADAR sweep.
-.PHONY: perf-ocr perf-ocr-quick perf-ocr-sizing perf-ocr-rendered perf-int8-graphs
+.PHONY: perf-ocr perf-ocr-quick perf-ocr-rendered perf-int8-graphs
 
 perf-ocr: $(VENV)/serve/.installed $(OCR_ONNX) ## OCR sweep: kit vs FastAPI + uvicorn (1/2/4 workers) and the in-process limit, 1-32 clients -> perf/results/ocr/REPORT.md (6-10 min)
 	$(SERVE_PY) -m perf sweep --spec ocr --out perf/results/ocr
 
 perf-ocr-quick: $(VENV)/serve/.installed $(OCR_ONNX) ## OCR: the kit and uvicorn once at 8 clients (under 5 min) -> build/perf/results-ocr-quick/REPORT.md
 	$(SERVE_PY) -m perf sweep --spec ocr-quick --out build/perf/results-ocr-quick
-
-perf-ocr-sizing: $(VENV)/serve/.installed $(OCR_ONNX) system-deps ## OCR detector sizing policies on 54 browser-rendered pages: accuracy and time -> perf/results/ocr/sizing.json (15 min)
-	$(SERVE_PY) -m perf.probes.ocr_sizing --per-kind 6 --out perf/results/ocr/sizing.json
 
 perf-int8-graphs: $(VENV)/serve/.installed $(OCR_ONNX) $(RESNET_ONNX) system-deps ## INT8 (dynamic, static QDQ) of the OCR recogniser and detector and ResNet-50: texts kept, time ratios (~10 min) -> perf/results/int8/graphs.json
 	$(SERVE_PY) -m export.int8_graphs --rendered 1 --out perf/results/int8/graphs.json

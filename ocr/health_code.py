@@ -41,7 +41,7 @@ class QrCode:
 def find_qr(image: np.ndarray) -> QrCode | None:
     """The code and its payload. OpenCV's classic detector first; where it finds or decodes nothing,
     its ArUco-based one, which finds the codes the classic one misses on some phone screenshots at
-    device pixel ratio 3 (2 of 18 rendered screens, perf/probes/ocr_sizing.py)."""
+    device pixel ratio 3 (2 of 18 rendered screens, perf/results/ocr/sizing.json)."""
     ink = np.ascontiguousarray(image.min(axis=2))
     found = None
     for detector in (cv2.QRCodeDetector, cv2.QRCodeDetectorAruco):  # the second is made only when needed

@@ -7,7 +7,7 @@
     python -m perf report                                           # every perf/results/<workload>/REPORT.md, and perf/RESULTS.md
     python -m perf chaos [--seconds 1200] [--seed 40]               # make chaos: faults under load (perf.chaos)
 
-A spec's `workload` (perf.workloads: radar, radar-precision, ocr, resnet) picks the inputs, the kit's models and the
+A spec's `workload` (perf.workloads: radar, ocr, resnet) picks the inputs, the kit's models and the
 baselines; `--model NAME` measures the model of models/NAME.toml, or of a shipped spec (radar), instead (an onnx spec's
 by perf.workloads.tensor
 and perf/specs/model.json, a text-classification spec's by perf.workloads.text and perf/specs/model-text.json, an

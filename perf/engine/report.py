@@ -20,15 +20,12 @@ from pathlib import Path
 from kit.control.configs import REPO_ROOT
 from perf.engine import plots
 from perf.engine.tables import (
-    graphs,
-    limit_of,
     pct,
     per_cpu,
     ratio,
     runner_section,
     sec,
     table,
-    target_name,
     verdict_lines,
 )
 from perf.engine.verdicts import judge
@@ -49,7 +46,7 @@ def collapsed(results: dict, w: Workload) -> list[dict]:
         return results["sweeps"]
     points: dict[tuple, list[dict]] = {}
     for r in results["sweeps"]:
-        points.setdefault((r["family"], r["setting"], r["input"], r["load"], r.get("graph")), []).append(r)
+        points.setdefault((r["family"], r["setting"], r["input"], r["load"]), []).append(r)
     out = []
     for rows in points.values():
         row = dict(rows[-1])
@@ -111,12 +108,6 @@ def how_measured(results: dict, w: Workload, out_dir: Path) -> list[str]:
         f"- Inputs: {w.inputs_line(spec)}.",
         f"- Load generator: {generator}; {w.load_note}",
     ]
-    if "graphs" in spec:
-        files = ", ".join(f"{name} `{graph}`" for name, graph in spec["graphs"].items())
-        s.append(
-            f"- Graphs: the limit and every target ran on each of these files of the model folder in turn ({files}); "
-            "each served figure is set against the limit of its own graph."
-        )
     if spec.get("profile", "cpu") != "cpu":
         placement = ", ".join(f"{k} {v}" for k, v in spec.get("placement", {}).items())
         at = f", PyTorch-runner models at {placement}" if placement else ""
@@ -149,14 +140,10 @@ def results_plot(results: dict, w: Workload, out_dir: Path) -> list[str]:
         return []
     if "probe" in results["spec"]:
         plot, curves = f"{w.name}_throughput_vs_p99.png", {}
-        for r in ok:  # a run over graphs sweeps one setting per family and graph: its name says which
-            name = target_name(w, r) if "graph" in r else f"{w.family_title(r['family'])} ({r['setting']})"
-            curves.setdefault(name, []).append(r)
-        limits = {
-            f"limit {g}" if g else "limit (offline, best layout)": lim["best"][w.key]
-            for g in graphs(results)
-            if (lim := limit_of(results, g))
-        }
+        for r in ok:
+            curves.setdefault(f"{w.family_title(r['family'])} ({r['setting']})", []).append(r)
+        lim = results.get("limit")
+        limits = {"limit (offline, best layout)": lim["best"][w.key]} if lim else {}
         title = f"{w.title} throughput vs p99 latency ({sweep_input} {w.request}s)"
         plots.throughput_vs_p99(curves, w.key, limits, f"{w.item}s / s", title, out_dir / plot)
         heading = "## Results at each family's best setting\n"
@@ -170,14 +157,14 @@ def results_plot(results: dict, w: Workload, out_dir: Path) -> list[str]:
     return [heading, f"![results]({plot})\n"]
 
 
-def results_table(results: dict, w: Workload, input_name: str, graph: str | None) -> list[str]:
-    """Every swept point of one input set (and graph), with the kit's throughput over each target's at the same load."""
-    cores, lim = results["machine"]["cores"], limit_of(results, graph)
+def results_table(results: dict, w: Workload, input_name: str) -> list[str]:
+    """Every swept point of one input set, with the kit's throughput over each target's at the same load."""
+    cores, lim = results["machine"]["cores"], results.get("limit")
     if results["spec"].get("limit", {}).get("input", input_name) != input_name:
         lim = None  # measured on another input's items, whose work per item differs: no ratio to it
     swept = collapsed(results, w)
     several = len({r["family"] for r in swept}) > 1
-    rows = [r for r in swept if r["input"] == input_name and r.get("graph") == graph]
+    rows = [r for r in swept if r["input"] == input_name]
     kit: dict[str, dict] = {}  # the kit at its best setting at each load, as the verdicts count it
     for r in rows:
         if r["family"] == "kit" and r["throughput"] > kit.get(r["load"], {}).get("throughput", -1.0):
@@ -220,8 +207,7 @@ def results_table(results: dict, w: Workload, input_name: str, graph: str | None
         ]
         for r in rows
     ]
-    on = f", graph {graph} (`{results['spec']['graphs'][graph]}`)" if graph else ""
-    return [f"**{input_name} {w.request}s{on}**\n", *table(headers, cells), ""] if rows else []
+    return [f"**{input_name} {w.request}s**\n", *table(headers, cells), ""] if rows else []
 
 
 def gpu_cells(row: dict) -> list[str]:
@@ -230,33 +216,20 @@ def gpu_cells(row: dict) -> list[str]:
 
 
 def limit_rounds_section(results: dict, w: Workload) -> list[str]:
-    """The limit measured in every round: each layout's median and spread over the rounds, per graph (and ONNX
-    Runtime level), and each one's median over the first graph's: the offline comparison made in turns."""
+    """The limit measured in every round: each layout's median and spread over the rounds."""
     points: dict[tuple, list[float]] = {}
     for r in results["limit_rounds"]:
         for layout in r.get("layouts", [r["best"]]):
-            key = (r["graph"], layout["layout"], layout.get("level"), layout.get("batch"))  # OCR's layouts: no batch
-            points.setdefault(key, []).append(layout[w.key])
-    graphs_seen = list(dict.fromkeys(k[0] for k in points))
-    first = {k[1:]: statistics.median(v) for k, v in points.items() if k[0] == graphs_seen[0]}
-    levels, batches = any(k[2] for k in points), any(k[3] is not None for k in points)
+            points.setdefault((layout["layout"], layout.get("batch")), []).append(layout[w.key])  # OCR's: no batch
+    batches = any(batch is not None for _, batch in points)
     rows = [
-        [
-            *([graph] if graph else []),
-            layout,
-            *([level] if levels else []),
-            *([batch] if batches else []),
-            f"{statistics.median(rates):.2f}",
-            f"{min(rates):.2f}-{max(rates):.2f}",
-            f"{statistics.median(rates) / first[(layout, level, batch)]:.2f}" if (layout, level, batch) in first else "-",
-        ]
-        for (graph, layout, level, batch), rates in points.items()
+        [layout, *([batch] if batches else []), f"{statistics.median(rates):.2f}", f"{min(rates):.2f}-{max(rates):.2f}"]
+        for (layout, batch), rates in points.items()
     ]
-    headers = [*(["graph"] if graphs_seen[0] else []), "layout", *(["level"] if levels else []), *(["batch"] if batches else [])]
     rounds = len({r["round"] for r in results["limit_rounds"]})
     return [
         f"## The limit in turns ({rounds} rounds)\n",
-        *table([*headers, f"median {w.item}s/s", "min-max", f"x {graphs_seen[0] or 'first'}"], rows),
+        *table(["layout", *(["batch"] if batches else []), f"median {w.item}s/s", "min-max"], rows),
         "",
     ]
 
@@ -266,7 +239,7 @@ def cost_section(results: dict, w: Workload) -> list[str]:
     host of the spec's `projection` cores: items/s it could feed = cores / CPU-seconds per item, against the device's
     limit (the offline limit of the run)."""
     cores = results["spec"]["projection"]["cores"]
-    lim = limit_of(results, None)
+    lim = results.get("limit")
     limit = lim["best"][w.key] if lim else None
     rows = [r for r in collapsed(results, w) if r["input"] == results["spec"]["sweep"]["input"] and not r["error"]]
     roles = list(dict.fromkeys(role for r in rows for role in r.get("server_cpu_s_by_role", {})))
@@ -337,7 +310,7 @@ def probes_section(results: dict, w: Workload, out_dir: Path) -> list[str]:
     groups: dict[str, list[dict]] = {}
     for r in results["probes"]:
         if not r["error"]:
-            groups.setdefault(target_name(w, r), []).append(r)
+            groups.setdefault(w.family_title(r["family"]), []).append(r)
     plot = f"{w.name}_settings.png"
     plots.settings_scatter(
         groups,
@@ -348,7 +321,7 @@ def probes_section(results: dict, w: Workload, out_dir: Path) -> list[str]:
     )
     rows = [
         [
-            target_name(w, r),
+            w.family_title(r["family"]),
             r["setting"],
             r["workers"],
             *rate_cells(r, w),
@@ -377,10 +350,10 @@ def probes_section(results: dict, w: Workload, out_dir: Path) -> list[str]:
 
 
 def memory_section(results: dict, w: Workload, out_dir: Path) -> list[str]:
-    """Peak RSS (MiB) per family (and graph) and worker/instance count, the largest seen at that count."""
+    """Peak RSS (MiB) per family and worker/instance count, the largest seen at that count."""
     by_workers: dict[str, dict[int, int]] = {}
     for r in results["probes"] + results["sweeps"]:
-        cell = by_workers.setdefault(target_name(w, r), {})
+        cell = by_workers.setdefault(w.family_title(r["family"]), {})
         cell[r["workers"]] = max(cell.get(r["workers"], 0), r["peak_rss_mb"])
     plot = f"{w.name}_memory.png"
     plots.memory_bars(by_workers, f"{w.title}: memory of each target", out_dir / plot)
@@ -395,7 +368,7 @@ def memory_section(results: dict, w: Workload, out_dir: Path) -> list[str]:
         ),
     ]
     kit_rows = [r for r in results["sweeps"] if r["family"] == "kit"]
-    if kit_rows and "limits" not in results:  # a run over graphs has a layout per graph: the table's rows
+    if kit_rows:
         s.append(f"\nThe kit at its chosen layout ({kit_rows[0]['setting']}): {max(r['peak_rss_mb'] for r in kit_rows)} MiB.")
     return s + [""]
 
@@ -407,7 +380,7 @@ def render(results: dict, w: Workload, out_dir: Path) -> str:
         f"Every workload's report: [perf/RESULTS.md]({os.path.relpath(INDEX, out_dir.resolve())}).\n",
         *how_measured(results, w, out_dir),
         *results_plot(results, w, out_dir),
-        *(line for i in results["spec"]["inputs"] for g in graphs(results) for line in results_table(results, w, i["name"], g)),
+        *(line for i in results["spec"]["inputs"] for line in results_table(results, w, i["name"])),
     ]
     s += problems_section(results)
     verdicts = judge(w, results)
@@ -446,14 +419,14 @@ def index_row(w: Workload, results: dict, report: Path, index: Path) -> list[str
 
 def extras_lines(index: Path) -> list[str]:
     """The other committed results (perf/results/extras.json), one line each: what it holds, the command that
-    makes it today (or, `at` a commit, made it before its probe was removed), its file."""
+    makes it today (or, `at` a commit, made it before its probe or spec was removed), its file."""
     if not EXTRAS.is_file():
         return []
     lines = ["", "Other committed results:\n"]
     for extra in json.loads(EXTRAS.read_text()):
         link = os.path.relpath(RESULTS / extra["file"], index.resolve().parent)
         made = f" (made as `{extra['made_by']}`, the command line of the time)" if extra.get("made_by") else ""
-        at = f" at commit {extra['at']}, the probe since removed" if extra.get("at") else ""
+        at = f" at commit {extra['at']}, removed since" if extra.get("at") else ""
         lines.append(f"- {extra['title']}: `{extra['command']}`{at}{made} -> [{link}]({link})")
     return lines
 

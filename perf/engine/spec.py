@@ -5,8 +5,8 @@ with their settings, and the loads. perf_analyzer points send a fixed number of 
 (`requests`); a spec with a `window` drives closed-loop points of fixed duration instead
 (perf.engine.load). With a `probe`, each family's settings are probed at one load and the best is
 swept; without one, every setting is swept (its windows warm up themselves); with `rounds`, every
-target runs at once and the loads go round in turns (perf.engine.sweep). With `graphs` (name ->
-ONNX file of the model folder), the whole run is repeated on each file: see `graph_runs`.
+target runs at once and the loads go round in turns (perf.engine.sweep). One ONNX file of the model folder
+runs per spec: the kit's profile setting `graph` and the limit's and a baseline's `graph` name it.
 
 Also: `profile` and `placement` (what kit variants are built from: perf.engine.targets), `gpu` (sample
 the GPU over every point), `budget` (estimates for a deadline: perf.engine.budget), `goals` (the
@@ -47,7 +47,9 @@ def read_spec(path: Path) -> dict:
 
 
 def check(spec: dict, where: str) -> None:
-    """A sweep's way of running its targets holds together (perf.tune's search spec has no targets: it is its own)."""
+    """A sweep's way of running its targets holds together (a spec without targets has none to run)."""
+    if "graphs" in spec:
+        raise ValueError(f"{where}: `graphs` (a run per graph) is gone: name one file as the kit's and the limit's `graph`")
     if "targets" not in spec:
         return
     if "rounds" in spec and "probe" in spec:
@@ -93,28 +95,3 @@ def sweep_loads(spec: dict, input_name: str) -> list[Load | Window]:
 def probe_load(spec: dict) -> Load:
     probe = spec["probe"]
     return Load(probe["requests"], concurrency=probe["concurrency"])
-
-
-def graph_runs(spec: dict, graph_model: str) -> list[tuple[str | None, dict]]:
-    """The runs of a spec: (None, spec) without `graphs`; with them, one (name, spec) per graph whose limit
-    and targets all run that file, so that each served figure is set against the limit of the same graph.
-    The kit gets it as `graph_model`'s profile setting `graph`, the baselines and the limit as `graph`."""
-    if "graphs" not in spec:
-        return [(None, spec)]
-    if not graph_model:
-        raise ValueError(f"{spec['path']}: `graphs`, but the workload names no model that serves a graph")
-
-    def on(graph: str, family: str, setting: dict) -> dict:
-        return merged(setting, {graph_model: {"graph": graph}}) if family == "kit" else {**setting, "graph": graph}
-
-    return [
-        (
-            name,
-            {
-                **spec,
-                "limit": {**spec["limit"], "graph": graph},
-                "targets": {family: [on(graph, family, s) for s in settings] for family, settings in spec["targets"].items()},
-            },
-        )
-        for name, graph in spec["graphs"].items()
-    ]

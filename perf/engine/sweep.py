@@ -6,12 +6,11 @@ Three ways to run the targets of a spec, one results schema:
   (throughput, p99, peak RSS, CPU of server and client); the best (highest throughput) is then measured at
   every load of the sweep, on every input set;
 - without one: every setting is measured at every load, each on a fresh server;
-- with `rounds`: every target of every family (and graph) is started at once and kept running, and the
+- with `rounds`: every target of every family is started at once and kept running, and the
   loads go round after round in rotating order, the limit first in each round, so that slow drift of shared
   cores falls on every target alike; rows carry their round, and the report takes medians.
 
-The workload's limit is measured in the same run. A spec with `graphs` repeats all of it on each graph
-(perf.engine.spec.graph_runs). With a deadline (perf.engine.budget) every start, limit and point is first
+The workload's limit is measured in the same run. With a deadline (perf.engine.budget) every start, limit and point is first
 asked whether it still fits; what does not is recorded as skipped. A target that fails to start or to
 answer is recorded with its log's tail, and the run goes on. results.json is rewritten after every point.
 """
@@ -42,7 +41,7 @@ from perf.engine.inputs import InputSet
 from perf.engine.perf_analyzer import warm_up
 from perf.engine.point import measure
 from perf.engine.revision import tree_commit
-from perf.engine.spec import graph_runs, probe_load, sweep_loads
+from perf.engine.spec import probe_load, sweep_loads
 from perf.engine.targets import FAMILIES, KitTarget, make_target
 from perf.engine.workload import Workload
 
@@ -242,48 +241,41 @@ def rotated(items: list, by: int) -> list:
 
 def check_distinct(targets: list) -> None:
     """Targets that run at once each need their own label: it names their work folder and their rows."""
-    seen = Counter((graph, target.family, target.label) for graph, target in targets)
-    twins = [f"{family} {label!r}" for (_, family, label), count in seen.items() if count > 1]
+    seen = Counter((target.family, target.label) for target in targets)
+    twins = [f"{family} {label!r}" for (family, label), count in seen.items() if count > 1]
     if twins:
         raise ValueError(f"settings that run as the same layout: {'; '.join(twins)}; make each setting change what it serves")
 
 
-def in_turns(run: Run, runs: list, inputs: dict, works: dict, families: list[str] | None, limits: dict) -> None:
-    """Every target started at once and kept; each round: each graph's limit, then every target at every load,
-    in an order that rotates from round to round."""
+def in_turns(run: Run, inputs: dict, families: list[str] | None) -> dict | None:
+    """Every target started at once and kept; each round: the limit, then every target at every load, in an order
+    that rotates from round to round. The limit of the median round, if the workload has one."""
+    spec = run.spec
     targets = [
-        (graph, make_target(run.w, family, setting, run.model_dir, works[graph]))
-        for graph, run_spec in runs
-        for family, settings in chosen(run_spec, families).items()
+        make_target(run.w, family, setting, run.model_dir, run.work)
+        for family, settings in chosen(spec, families).items()
         for setting in settings
     ]
     check_distinct(targets)
-    started = run.start([t for _, t in targets])
-    by_round: dict[str | None, list[dict]] = {}
+    started = run.start(targets)
+    measured = []
     try:
-        for graph, target in targets:
-            if target in started:
-                run.accuracy(target, inputs[graph])
-                if "window" not in run.spec:  # perf_analyzer points: first executions out of the numbers (a window warms up)
-                    first = inputs[graph][run.spec["sweep"]["input"]]
-                    warm_up(target, first, run.spec.get("warmup", 8), run.work / "pa", f"{target.family}-warmup")
-        for r in range(run.spec["rounds"]):
-            for graph, run_spec in rotated(runs, r):
-                print(f"round {r + 1}" + (f", graph {graph}" if graph else ""), flush=True)
-                lim = run.limit(run_spec, inputs[graph], works[graph])
-                if lim is not None:
-                    by_round.setdefault(graph, []).append(lim)
-                    run.results["limit_rounds"].append(
-                        {"round": r, "graph": graph, "best": lim["best"], "layouts": lim["layouts"]}
-                    )
-                turn = rotated([t for g, t in targets if g == graph and t in started], r)
-                for target in turn:
-                    sweep_target(run, target, run_spec, inputs[graph], round=r, **({"graph": graph} if graph else {}))
+        for target in started:
+            run.accuracy(target, inputs)
+            if "window" not in spec:  # perf_analyzer points: first executions out of the numbers (a window warms up)
+                warm_up(target, inputs[spec["sweep"]["input"]], spec.get("warmup", 8), run.work / "pa", f"{target.family}-warmup")
+        for r in range(spec["rounds"]):
+            print(f"round {r + 1}", flush=True)
+            lim = run.limit(spec, inputs, run.work)
+            if lim is not None:
+                measured.append(lim)
+                run.results["limit_rounds"].append({"round": r, "best": lim["best"], "layouts": lim["layouts"]})
+            for target in rotated([t for t in targets if t in started], r):
+                sweep_target(run, target, spec, inputs, round=r)
     finally:
         with ThreadPoolExecutor(max(1, len(started))) as pool:
             list(pool.map(lambda t: t.stop(), started))
-    for graph, measured in by_round.items():
-        limits[graph] = median_limit(measured, run.w.key)
+    return median_limit(measured, run.w.key) if measured else None
 
 
 def median_limit(measured: list[dict], key: str) -> dict:
@@ -301,22 +293,19 @@ def run(
     budget: Budget | None = None,
     out: Path | None = None,
 ) -> dict:
-    """The whole run of a spec; the results, as results.json holds them (rewritten into `out` after every point).
-    A run over `graphs` holds each graph's limit in `limits` and tags every row with its graph's name; otherwise
-    the one limit is `limit`."""
+    """The whole run of a spec; the results, as results.json holds them (rewritten into `out` after every point)."""
     w = w.for_spec(spec)
     known = {*FAMILIES, *w.baselines}
     unknown = set(spec["targets"]) - known
     if unknown:
         raise ValueError(f"{spec['path']}: no {sorted(unknown)} target for {w.name} (known: {', '.join(sorted(known))})")
-    runs = graph_runs(spec, w.graph_model)
     model_dir = (REPO_ROOT / spec["model"]).resolve()
-    missing = [f for f in (*w.needs, *spec.get("graphs", {}).values()) if not (model_dir / f).exists()]
+    missing = [f for f in w.needs if not (model_dir / f).exists()]
     if missing:
         raise FileNotFoundError(f"no exported model in {model_dir} (missing {', '.join(missing)}; see the spec's `model`)")
     budget = budget or Budget(None, spec.get("budget"))
     started, host = time.time(), machine()  # the load average before the run, not after it
-    limits: dict[str | None, dict] = {}
+    limits: dict[str, dict] = {}
     results = {
         "workload": w.name,
         "spec": spec,
@@ -332,9 +321,8 @@ def run(
         "errors": [],
         "kit_profiles": {
             t.label: t.placements
-            for _, run_spec in runs
             for family in ("kit", "control")
-            for t in (make_target(w, family, s, model_dir, work / "profiles") for s in run_spec["targets"].get(family, []))
+            for t in (make_target(w, family, s, model_dir, work / "profiles") for s in spec["targets"].get(family, []))
         },
         "warm_ups": {},
     }
@@ -343,7 +331,7 @@ def run(
         done = dict(results)
         done["minutes"] = round((time.time() - started) / 60, 1)
         done["load_average_at_end"] = os.getloadavg()
-        done |= {"limits": limits} if "graphs" in spec else {"limit": limits.get(None)}
+        done["limit"] = limits.get("limit")
         return done | ({"traces": traces()} if os.environ.get(TRACE_DIR_ENV) else {})
 
     def save() -> None:
@@ -351,22 +339,15 @@ def run(
             write_results(finish(), out)
 
     r = Run(w, spec, model_dir, work, budget, results, save)
-    works = {graph: work / graph if graph else work for graph, _ in runs}
-    inputs = {graph: w.setup(run_spec, model_dir, works[graph]) for graph, run_spec in runs}
+    inputs = w.setup(spec, model_dir, work)
     if "rounds" in spec:
-        in_turns(r, runs, inputs, works, families, limits)
+        limits["limit"] = in_turns(r, inputs, families)
     else:
-        for graph, run_spec in runs:
-            if graph:
-                print(f"graph {graph}: {spec['graphs'][graph]}", flush=True)
-            lim = r.limit(run_spec, inputs[graph], works[graph])
-            if lim is not None:
-                limits[graph] = lim
-            tags = {"graph": graph} if graph else {}
-            for family, settings in chosen(run_spec, families).items():
-                print(f"{family}: {len(settings)} setting(s)", flush=True)
-                each = probe_family if "probe" in spec else sweep_family
-                each(r, family, settings, run_spec, inputs[graph], works[graph], **tags)
+        limits["limit"] = r.limit(spec, inputs, work)
+        for family, settings in chosen(spec, families).items():
+            print(f"{family}: {len(settings)} setting(s)", flush=True)
+            each = probe_family if "probe" in spec else sweep_family
+            each(r, family, settings, spec, inputs, work)
     save()
     return finish()
 

@@ -19,26 +19,6 @@ def by_family(rows: list[dict], input_name: str) -> dict[str, list[dict]]:
     return out
 
 
-def graphs(results: dict) -> list[str | None]:
-    """The graphs a run measured, in its order (perf.engine.spec.graph_runs); [None] for a run of one."""
-    return list(results["limits"]) if "limits" in results else [None]
-
-
-def limit_of(results: dict, graph: str | None) -> dict | None:
-    """The limit measured on `graph` (None: the run's one limit); None where the workload has no limit."""
-    return results["limits"][graph] if graph is not None else results.get("limit")
-
-
-def with_graph(text: str, row: dict) -> str:
-    """`text`, and the row's graph in a run over `graphs`."""
-    return text + (f" [{row['graph']}]" if "graph" in row else "")
-
-
-def target_name(w: Workload, row: dict) -> str:
-    """A row's target family, and its graph in a run over `graphs`."""
-    return with_graph(w.family_title(row["family"]), row)
-
-
 def sec(ms: float) -> str:
     return f"{ms / 1000:.2f}" if ms < 10_000 else f"{ms / 1000:.1f}"
 
@@ -65,12 +45,12 @@ def table(headers: list[str], rows: list[list]) -> list[str]:
 
 
 def kit_time_table(results: dict, headers: list[str], cells: Callable[[dict], list[str]]) -> list[str]:
-    """Each kit point (and the control's): its input (and graph) and load, the workload's split of Triton's counters,
+    """Each kit point (and the control's): its input and load, the workload's split of Triton's counters,
     server and client CPU."""
     cores = results["machine"]["cores"]
     rows = [
         [
-            with_graph(r["input"], r) + (f" ({r['family']})" if r["family"] != "kit" else ""),
+            r["input"] + (f" ({r['family']})" if r["family"] != "kit" else ""),
             r["load"],
             *cells(r),
             pct(r["server_cpu_s"], r["wall_s"], cores),
@@ -188,7 +168,7 @@ def runner_section(results: dict, w: Workload) -> list[str]:
         per_execution += [f"{f['from_graphs']:.0%}", unwarmed(f["unwarmed"])]
         stages = [f"{f['stage_ms'][stage]:.2f}" for stage in ("tensors", "h2d", "forward", "d2h")]
         shares = " / ".join(f"{share:.0%}" for share in f["time"].values()) or "-"
-        where = [w.family_title(r["family"]), with_graph(r["input"], r), r["load"], util]
+        where = [w.family_title(r["family"]), r["input"], r["load"], util]
         rows.append([*where, *per_execution, *stages, shares, held_by(f).split(":")[0]])
     if not rows:
         return []

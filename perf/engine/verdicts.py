@@ -10,7 +10,6 @@ that one engine judges the CPU sweeps, the runs in turns and the GPU run, each w
       "settings": [{"of": "cost", "over": "none", "factor": 1.5, "from_clients": 32}],
       "no_failures": {"clients": [256]},                             # or {"everywhere": true}
       "cpu": [{"of": "door", "max_ms": 1.0, "below": "baselines", "clients": [64, 256]}],  # server CPU per item
-      "graph_limits": {"fused": 1.1, "int8": 2.0},                   # each graph's limit over the first graph's
       "limit_over": {"way": "eager", "batch": 64, "factor": 1.5},     # the best limit over one of its layouts
       "accuracy": {"max_abs_diff": 0.01}
     }
@@ -18,7 +17,7 @@ that one engine judges the CPU sweeps, the runs in turns and the GPU run, each w
 A family counts at its best setting at each load (the one with the highest throughput among those without a
 failed request), as a deployment would be tuned; `per_setting` judges every setting of the other family. In a
 run with `rounds`, each comparison is made within each round and the median ratio is judged; the detail gives
-every round's. Each judgement is on the sweep's input set, per graph in a run over `graphs`. Where the kit misses
+every round's. Each judgement is on the sweep's input set. Where the kit misses
 the limit or another family at a load, the detail names what holds it, from its runner's figures where it has them
 (perf.engine.tables.held_by).
 """
@@ -27,7 +26,7 @@ from __future__ import annotations
 
 import statistics
 
-from perf.engine.tables import graphs, held_by, limit_of, runner_figures, sec
+from perf.engine.tables import held_by, runner_figures, sec
 from perf.engine.workload import Verdict, Workload
 
 NOT_MEASURED = "not measured (skipped or failed: see the run's skipped steps and errors)"
@@ -52,12 +51,12 @@ def best_per_round(rows: list[dict], key: str) -> dict:
 
 
 class Rows:
-    """The swept rows one judgement looks at: the sweep's input, one graph."""
+    """The swept rows one judgement looks at: the sweep's input."""
 
-    def __init__(self, w: Workload, results: dict, graph: str | None):
+    def __init__(self, w: Workload, results: dict):
         self.w, self.key = w, w.key
         sweep_input = results["spec"]["sweep"]["input"]
-        self.rows = [r for r in results["sweeps"] if r["input"] == sweep_input and r.get("graph") == graph]
+        self.rows = [r for r in results["sweeps"] if r["input"] == sweep_input]
         self.loads = sorted({r["concurrency"] for r in self.rows if r["concurrency"]})
 
     def of(self, family: str, clients: int, setting: str | None = None) -> dict:
@@ -109,11 +108,11 @@ def ratio_verdict(name: str, a: dict, b: dict, key: str, factor: float, p99: str
     return Verdict(name, met, detail)
 
 
-def limit_verdicts(rows: Rows, results: dict, graph: str | None, goal: dict) -> list[Verdict]:
-    """The kit's best setting at each load over the limit of its own graph (of its own round, in turns)."""
+def limit_verdicts(rows: Rows, results: dict, goal: dict) -> list[Verdict]:
+    """The kit's best setting at each load over the limit (of its own round, in turns)."""
     share, key = goal["share"], rows.key
-    lim = limit_of(results, graph)
-    per_round = {x["round"]: x["best"][key] for x in results.get("limit_rounds", []) if x["graph"] == graph}
+    lim = results.get("limit")
+    per_round = {x["round"]: x["best"][key] for x in results.get("limit_rounds", [])}
     if not per_round and lim:
         per_round = {None: lim["best"][key]}
     out = []
@@ -229,11 +228,11 @@ def cpu_verdicts(rows: Rows, goal: dict) -> list[Verdict]:
     return out
 
 
-def failure_verdicts(w: Workload, rows: Rows, results: dict, graph: str | None, goal: dict) -> list[Verdict]:
+def failure_verdicts(w: Workload, rows: Rows, results: dict, goal: dict) -> list[Verdict]:
     if goal.get("everywhere"):
         out = []
         for family in rows.families():
-            points = [r for r in results["probes"] + results["sweeps"] if r["family"] == family and r.get("graph") == graph]
+            points = [r for r in results["probes"] + results["sweeps"] if r["family"] == family]
             failed = [r for r in points if r["error"]]
             detail = (
                 f"{len(failed)} of {len(points)} points failed, e.g. {failed[0]['error']}"
@@ -256,26 +255,12 @@ def failure_verdicts(w: Workload, rows: Rows, results: dict, graph: str | None, 
     ]
 
 
-def graph_limit_verdicts(w: Workload, results: dict, goal: dict) -> list[Verdict]:
-    """Each named graph's limit over the first graph's (never the first over itself)."""
-    rates = {g: limit_of(results, g)["best"][w.key] for g in graphs(results) if limit_of(results, g)}
-    if not rates:
-        return []
-    first, out = next(iter(rates)), []
-    for graph, share in goal.items():
-        if graph in rates and graph != first:
-            times = rates[graph] / rates[first]
-            detail = f"{times:.2f} x ({rates[graph]:.2f} vs {rates[first]:.2f} {w.item}s/s)"
-            out.append(Verdict(f"{graph} limit >= {share} x the {first} limit", times >= share, detail))
-    return out
-
-
 def limit_over_verdict(w: Workload, results: dict, goal: dict) -> Verdict:
     """The best limit over the limit's layout that has every other key of the goal (its `way` and `batch`, say):
     what the best way of running the model buys over one."""
     layout = {k: v for k, v in goal.items() if k != "factor"}
     name = f"the best limit >= {goal['factor']:g} x the limit's {', '.join(f'{k} {v}' for k, v in layout.items())}"
-    lim = limit_of(results, None)
+    lim = results.get("limit")
     base = next((r for r in lim["layouts"] if layout.items() <= r.items()), None) if lim else None
     if base is None:
         return Verdict(name, False, NOT_MEASURED)
@@ -303,23 +288,18 @@ def listed(goal: dict | list | None) -> list[dict]:
 
 
 def judge(w: Workload, results: dict) -> list[Verdict]:
-    """Every goal of the run, per graph in a run over `graphs`."""
-    goals, out = goals_of(w, results), []
-    for graph in graphs(results):
-        rows, judged = Rows(w, results, graph), []
-        for goal in listed(goals.get("limit")):
-            judged += limit_verdicts(rows, results, graph, goal)
-        for goal in goals.get("versus", []):
-            judged += versus_verdicts(rows, goal)
-        for goal in goals.get("settings", []):
-            judged += settings_verdicts(rows, goal)
-        if "no_failures" in goals:
-            judged += failure_verdicts(w, rows, results, graph, goals["no_failures"])
-        for goal in goals.get("cpu", []):
-            judged += cpu_verdicts(rows, goal)
-        out += [Verdict(f"{graph}: {v.target}", v.met, v.detail) for v in judged] if graph else judged
-    if "graph_limits" in goals:
-        out += graph_limit_verdicts(w, results, goals["graph_limits"])
+    """Every goal of the run."""
+    goals, rows, out = goals_of(w, results), Rows(w, results), []
+    for goal in listed(goals.get("limit")):
+        out += limit_verdicts(rows, results, goal)
+    for goal in goals.get("versus", []):
+        out += versus_verdicts(rows, goal)
+    for goal in goals.get("settings", []):
+        out += settings_verdicts(rows, goal)
+    if "no_failures" in goals:
+        out += failure_verdicts(w, rows, results, goals["no_failures"])
+    for goal in goals.get("cpu", []):
+        out += cpu_verdicts(rows, goal)
     if "limit_over" in goals:
         out.append(limit_over_verdict(w, results, goals["limit_over"]))
     if "accuracy" in goals:

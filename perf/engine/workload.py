@@ -67,9 +67,6 @@ class Workload:
     request: str  # what one request carries
     item: str  # what throughput is counted in (the limit too): rows' f"{item}s_per_s"
     baselines: dict[str, Baseline] = {}  # target family -> service
-    # The kit model whose profile setting `graph` picks the ONNX file of the model folder it serves; a spec's
-    # `graphs` run the limit and every target on each file in turn (perf.engine.spec.graph_runs). Empty: none.
-    graph_model: str = ""
     endpoint: str = ""  # the baselines' POST path
     door_route: str = ""  # the front door's route for the entry model (a `door` target's POST path)
     deployment: Deployment = Deployment()  # what kit variants are built from: set per spec by `for_spec`

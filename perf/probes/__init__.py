@@ -1,1 +1,1 @@
-"""Quick probes of one question each (bucket padding, trace occupancy, a plain client), apart from the sweeps."""
+"""What quick benchmarks apart from the sweeps share (export.int8_graphs is one)."""

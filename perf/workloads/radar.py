@@ -22,12 +22,11 @@ import tritonclient.grpc as grpcclient
 from kit.adapters.artifacts import text_pipeline
 from kit.adapters.settings import TextSettings, TorchRunnerSettings
 from kit.control.configs import parameters, template
-from kit.control.profiles import load_profile
 from kit.pipelines.text.pipeline import TextPipeline
 from perf.baselines.radar_model import TORCH_SHAPES
 from perf.engine.inputs import InputSet, bytes_tensor, input_set
 from perf.engine.load import tensor
-from perf.engine.tables import kit_time_table, sec, table
+from perf.engine.tables import kit_time_table, table
 from perf.engine.targets import variant_models
 from perf.engine.workload import Baseline, Workload
 from perf.sim.device import SIM
@@ -185,9 +184,7 @@ class Radar(Workload):
         else:
             graph = clf["onnx_model"]
             print(f"limit: offline ONNX Runtime on {model_dir.name}/{graph}", flush=True)
-            result = radar_limit.measure(
-                model_dir / graph, pipeline, texts, lim.get("chunks"), lim["batch_sizes"], lim.get("levels"), lim.get("operators")
-            )
+            result = radar_limit.measure(model_dir / graph, pipeline, texts, lim.get("chunks"), lim["batch_sizes"])
         result["bucket_count"] = settings.bucket_count
         best = result["best"]
         print(f"  best: {best['layout']} batch {best['batch']}: {best['chunks_per_s']:.2f} chunks/s", flush=True)
@@ -258,12 +255,9 @@ class Radar(Workload):
         )
 
     def sections(self, results: dict, out_dir: Path) -> list[str]:
-        tune = out_dir / "tune.json"
         return (
-            (limit_section(results["limit"], ceiling=results["spec"]["limit"].get("ceiling")) if results.get("limit") else [])
-            + self.time_section(results)
-            + (tune_section(json.loads(tune.read_text())) if tune.is_file() else [])
-        )
+            limit_section(results["limit"], ceiling=results["spec"]["limit"].get("ceiling")) if results.get("limit") else []
+        ) + self.time_section(results)
 
 
 TIME_HEADERS = [
@@ -276,27 +270,19 @@ TIME_HEADERS = [
 ]
 
 
-def limit_section(lim: dict, name: str = "", ceiling: dict | None = None) -> list[str]:
-    """The limit's layouts and its best, and the operators ONNX Runtime ran where counted; `name`: the graph's,
-    in a run over several; where FLOPs per chunk were counted, the best against the spec's `ceiling` (a device's peak
-    {"tflops", "of"})."""
-    levels = any("level" in r for r in lim["layouts"])
-    rows = [
-        [r["layout"], *([r["level"]] if levels else []), r["batch"], f"{r['chunks_per_s']:.2f}", f"{r['chunks_per_cpu_s']:.2f}"]
-        for r in lim["layouts"]
-    ]
+def limit_section(lim: dict, ceiling: dict | None = None) -> list[str]:
+    """The limit's layouts and its best; where FLOPs per chunk were counted, the best against the spec's `ceiling` (a
+    device's peak {"tflops", "of"})."""
+    rows = [[r["layout"], r["batch"], f"{r['chunks_per_s']:.2f}", f"{r['chunks_per_cpu_s']:.2f}"] for r in lim["layouts"]]
     best = f"**{lim['best']['layout']} at batch {lim['best']['batch']}: {lim['best']['chunks_per_s']:.2f} chunks/s**"
     per_text = f"{lim['texts_per_s']:.2f} texts/s at {lim['chunks_per_text']:.2f} chunks per text"
     buckets = f", padded to {lim['bucket_count']} length buckets as every target of the run" if "bucket_count" in lim else ""
     graph = f", on `{lim['graph']}`" if "graph" in lim else ""
     out = [
-        f"## The limit{f' of {name}' if name else ''} (offline, in-process, same chunks)\n",
-        *table(["layout", *(["ONNX Runtime level"] if levels else []), "batch", "chunks/s", "chunks / CPU-s"], rows),
+        "## The limit (offline, in-process, same chunks)\n",
+        *table(["layout", "batch", "chunks/s", "chunks / CPU-s"], rows),
         f"\nBest: {best} ({per_text}), over {lim['chunks']} chunks{buckets}{graph}.\n",
     ]
-    for level, ops in lim.get("operators_run", {}).items():
-        top = ", ".join(f"{op} {n}" for op, n in list(ops.items())[:8])
-        out.append(f"Operators ONNX Runtime runs at level {level}: {sum(ops.values())} nodes ({top}, ...).\n")
     return out + (ceiling_lines(lim, ceiling) if "flops_per_chunk" in lim else [])
 
 
@@ -323,31 +309,6 @@ def ceiling_lines(lim: dict, ceiling: dict | None) -> list[str]:
             f"{top:,.0f} chunks/s: the best limit is {best / top:.0%} of that ceiling."
         )
     return [" ".join(out), ""]
-
-
-def tune_section(tune: dict) -> list[str]:
-    """The layout search of `make tune` (perf.tune), and whether the committed CPU profile holds its winner."""
-    committed, roles = load_profile("cpu"), tune["winner"].get("roles", {})  # a search before roles wrote none
-    placed = lambda model: committed.roles.get(roles.get(model), {}) | committed.models.get(model, {})  # noqa: E731
-    agrees = all(placed(model) == settings for model, settings in tune["winner"]["profile"].items())
-    status = (
-        "the committed `model_repository/profiles/cpu.json` holds it"
-        if agrees
-        else "**the committed `model_repository/profiles/cpu.json` differs from it** (edited after the search, or a dry run)"
-    )
-    return [
-        "## Layout search (`make tune`)\n",
-        f"At {tune['concurrency']} clients, p99 budget {tune['p99_budget_ms'] / 1000:.0f} s for the entry model end to end; "
-        f"run {tune['started']}. Winner: **{tune['winner']['setting']}**; {status}.\n",
-        *table(
-            ["stage", "setting", "texts/s", "p99 s", "within budget"],
-            [
-                [r["stage"], r["setting"], f"{r['throughput']:.2f}", sec(r["p99_ms"]), "yes" if r["within_budget"] else "no"]
-                for r in tune["trials"]
-            ],
-        ),
-        "",
-    ]
 
 
 RADAR = Radar()

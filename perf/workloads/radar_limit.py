@@ -4,9 +4,7 @@ Same texts, same chunking and length buckets as the served runs (the kit's TextS
 network they serve (perf.workloads.radar picks it); the chunks run bucket by bucket in batches.
 
 - ONNX Runtime: two layouts, as the issue asks: one session with all cores at several batch sizes,
-  and N sessions x 1 thread in parallel processes (N = cores); optionally at several of ONNX Runtime's
-  optimisation `levels`, each with the operators of the graph it actually runs (`operators`: where an
-  offline fusion that gains nothing shows why).
+  and N sessions x 1 thread in parallel processes (N = cores), at the level the kit serves.
 - The PyTorch runner (the gpu-embedded profile's), on the device and in the dtype the kit serves, both ways: eager,
   each batch as it comes, and as the kit's classifier runs it (rows padded up to its ladder, every ladder size by
   every bucket warmed first, CUDA graphs of them on a GPU); in one child process, so that the benchmark's own never
@@ -18,20 +16,16 @@ The best one is the ceiling.
 
 from __future__ import annotations
 
-import collections
 import functools
 import json
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import onnx
-import onnxruntime as ort
 
 from kit.adapters.artifacts import graph_output
 from kit.pipelines.text.pipeline import TextPipeline
-from kit.runners.onnx import CPU, LEVELS, SERVED_LEVEL, make_session
+from kit.runners.onnx import make_session
 from perf.baselines.radar_model import Logits, onnx_logits, sim_logits, torch_logits, torch_runner
 from perf.engine.limit import CORES, in_child, in_parallel, timed
 from perf.sim.device import SIM, Curve
@@ -66,37 +60,25 @@ def run_all(logits: Logits, work: list[Batch]) -> None:
         logits(ids, mask)
 
 
-def radar_job(model: Path, rows: Rows, batch_size: int, threads: int, level: str = SERVED_LEVEL) -> Callable[[], None]:
-    session, output = make_session(model, threads, level=level), graph_output(model.parent)
+def radar_job(model: Path, rows: Rows, batch_size: int, threads: int) -> Callable[[], None]:
+    session, output = make_session(model, threads), graph_output(model.parent)
     logits = lambda ids, mask: session.run([output], {"input_ids": ids, "attention_mask": mask})[0]  # noqa: E731
     work = batches(rows, batch_size)
     run_all(logits, work[:1])  # warm-up
     return functools.partial(run_all, logits, work)
 
 
-def one_session(model: Path, rows: Rows, threads: int, batch_size: int, level: str = SERVED_LEVEL) -> tuple[float, float]:
-    """(chunks per second, chunks per CPU-second of this process); `level`: ONNX Runtime's (LEVELS)."""
-    wall, cpu = timed(functools.partial(radar_job, model, rows, batch_size, threads, level))
+def one_session(model: Path, rows: Rows, threads: int, batch_size: int) -> tuple[float, float]:
+    """(chunks per second, chunks per CPU-second of this process)."""
+    wall, cpu = timed(functools.partial(radar_job, model, rows, batch_size, threads))
     return len(rows) / wall, len(rows) / cpu
 
 
-def parallel_sessions(model: Path, rows: Rows, sessions: int, batch_size: int, level: str = SERVED_LEVEL) -> tuple[float, float]:
+def parallel_sessions(model: Path, rows: Rows, sessions: int, batch_size: int) -> tuple[float, float]:
     """`sessions` processes x 1 thread, each on its share of the chunks, started together."""
-    jobs = [functools.partial(radar_job, model, rows[i::sessions], batch_size, 1, level) for i in range(sessions)]
+    jobs = [functools.partial(radar_job, model, rows[i::sessions], batch_size, 1) for i in range(sessions)]
     wall, cpu = in_parallel(jobs)
     return len(rows) / wall, len(rows) / cpu
-
-
-def operators_run(path: Path, level: str) -> dict[str, int]:
-    """Operator counts of the graph ONNX Runtime's CPU provider runs for `path` at `level` (it writes the graph
-    it optimised; the weights are not read back)."""
-    with tempfile.TemporaryDirectory(prefix="radar-ops-") as tmp:
-        options = ort.SessionOptions()
-        options.graph_optimization_level = LEVELS[level]
-        options.optimized_model_filepath = str(Path(tmp) / "optimized.onnx")
-        ort.InferenceSession(str(path), options, providers=[CPU])
-        graph = onnx.load(options.optimized_model_filepath, load_external_data=False).graph
-    return dict(collections.Counter(node.op_type for node in graph.node).most_common())
 
 
 def summary(rows: Rows, texts: list[str], every_row: Rows, layouts: list[dict], **facts) -> dict:
@@ -112,32 +94,19 @@ def summary(rows: Rows, texts: list[str], every_row: Rows, layouts: list[dict], 
     }
 
 
-def measure(
-    model: Path,
-    pipeline: TextPipeline,
-    texts: list[str],
-    chunks: int | None,
-    batch_sizes: list[int],
-    levels: list[str] | None = None,
-    operators: bool = False,
-) -> dict:
-    """Chunks/s of every layout of the ONNX file `model` on the first `chunks` chunks (all: None) at each of `levels`
-    (the served one: None), and the best; the limit in texts/s follows from chunks per text."""
+def measure(model: Path, pipeline: TextPipeline, texts: list[str], chunks: int | None, batch_sizes: list[int]) -> dict:
+    """Chunks/s of every layout of the ONNX file `model` on the first `chunks` chunks (all: None), and the best; the
+    limit in texts/s follows from chunks per text."""
     every_row = chunk_rows(pipeline, texts)
     rows, layouts = every_row[:chunks], []
-    for level in levels or [SERVED_LEVEL]:
-        at = {} if levels is None else {"level": level}
-        runs = [(f"1 session x {CORES} threads", one_session)]
-        if CORES > 1:
-            runs.append((f"{CORES} sessions x 1 thread", parallel_sessions))
-        for layout, timing in runs:
-            for b in batch_sizes:
-                rate, per_cpu = timing(model, rows, CORES, b, level)
-                layouts.append({"layout": layout, "batch": b, **at, "chunks_per_s": rate, "chunks_per_cpu_s": per_cpu})
-    facts = {"graph": model.name}
-    if operators:
-        facts["operators_run"] = {level: operators_run(model, level) for level in levels or [SERVED_LEVEL]}
-    return summary(rows, texts, every_row, layouts, **facts)
+    runs = [(f"1 session x {CORES} threads", one_session)]
+    if CORES > 1:
+        runs.append((f"{CORES} sessions x 1 thread", parallel_sessions))
+    for layout, timing in runs:
+        for b in batch_sizes:
+            rate, per_cpu = timing(model, rows, CORES, b)
+            layouts.append({"layout": layout, "batch": b, "chunks_per_s": rate, "chunks_per_cpu_s": per_cpu})
+    return summary(rows, texts, every_row, layouts, graph=model.name)
 
 
 def flops_per_chunk(config: dict, lengths: list[int]) -> float:

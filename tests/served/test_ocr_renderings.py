@@ -1,7 +1,7 @@
 """Served `ocr` and `health_code` on pages rendered by headless chromium (samples.renderings): the
 committed detector sizing reads them better than RapidOCR, the engine the pipeline started from,
 and the health-code reader gets every rendered screen right. The benchmark over a larger corpus,
-with every sizing policy, is perf/probes/ocr_sizing.py."""
+with every sizing policy, is perf/results/ocr/sizing.json (docs/OCR.md)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Padding is compute: a kit on 3 buckets did more work per chunk than baselines on 5, which an
 earlier report read as server overhead. These tests keep the baselines and the limit on the
-buckets of the kit variant they are compared with, whatever the profile (or `make tune`) sets."""
+buckets of the kit variant they are compared with, whatever the profile sets."""
 
 import json
 from pathlib import Path
@@ -46,14 +46,14 @@ def test_kit_label_names_the_bucket_count_and_queue_timeout_it_serves_with(radar
 
 def test_settings_that_serve_the_same_layout_are_refused_before_anything_starts(radar_artifacts: Path, tmp_path):
     same = [
-        (None, make_target(RADAR, "kit", setting, radar_artifacts, tmp_path))
+        make_target(RADAR, "kit", setting, radar_artifacts, tmp_path)
         for setting in ({}, {"radar_classifier": {"preferred_batch_size": [4]}})
     ]
     with pytest.raises(ValueError, match="same layout"):
         check_distinct(same)
     unqueued = make_target(RADAR, "kit", {"radar_classifier": {"queue_policy": False}}, radar_artifacts, tmp_path)
     assert unqueued.label.endswith(" no-queue-policy")
-    check_distinct([same[0], (None, unqueued)])
+    check_distinct([same[0], unqueued])
 
 
 def test_limit_pads_every_chunk_to_the_buckets_the_served_model_uses(radar_artifacts: Path, tmp_path):

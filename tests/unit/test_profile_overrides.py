@@ -1,4 +1,4 @@
-"""Profile settings beyond placement, which the layout search (perf.tune) writes: batcher delay,
+"""Profile settings beyond placement (the committed CPU profile took its from a layout search): batcher delay,
 preferred batch sizes, parameters such as RADAR's bucket count."""
 
 import pytest

@@ -40,7 +40,7 @@ def test_profile_keeps_names_tensors_and_batching_of_the_tasks(profile):
         assert config.max_batch_size <= original.max_batch_size
         batching = type(config.dynamic_batching)()
         batching.CopyFrom(config.dynamic_batching)
-        # A profile may tune these two (the layout search writes them); the queue policy stays the task's.
+        # A profile may tune these two; the queue policy stays the task's.
         batching.max_queue_delay_microseconds = original.dynamic_batching.max_queue_delay_microseconds
         batching.preferred_batch_size[:] = original.dynamic_batching.preferred_batch_size
         assert batching == original.dynamic_batching
