@@ -44,7 +44,9 @@ class Flow:
         self.in_flight -= 1
         self._tell()
         if answered:
-            self.answers.append(self.clock())
+            now = self.clock()
+            self.answers.append(now)
+            self._forget(now)  # here, not only when a refusal asks the rate: a door never refused would keep them all
 
     def _tell(self) -> None:
         for watcher in self.watchers:
@@ -53,11 +55,15 @@ class Flow:
     def rate(self) -> float | None:
         """Answers per second over the last window; None when there were none."""
         now = self.clock()
-        while self.answers and self.answers[0] < now - self.window:
-            self.answers.popleft()
+        self._forget(now)
         if not self.answers:
             return None
         return len(self.answers) / max(min(self.window, now - self.first), MIN_SPAN)
+
+    def _forget(self, now: float) -> None:
+        """Drops the answers older than the window."""
+        while self.answers and self.answers[0] < now - self.window:
+            self.answers.popleft()
 
     def retry_after(self) -> int:
         rate = self.rate()

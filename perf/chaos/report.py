@@ -1,6 +1,6 @@
 """A chaos run's verdict and report: what must hold whatever the run's counts (no wrong answer, nothing lost, no error
-but a clear retryable refusal, the kit ready and whole at the end, memory flat, nothing of a dead stub left behind),
-and the tables perf/RELIABILITY.md takes from a run."""
+but a clear retryable refusal, the kit ready and whole at the end, memory flat in all and process by process, nothing
+of a dead stub left behind), and the tables perf/RELIABILITY.md takes from a run."""
 
 from __future__ import annotations
 
@@ -13,6 +13,9 @@ from perf.engine.tables import table
 # (medians): a restart frees the stubs' heaps and a flood grows them for a while, so the bound is on the trend.
 GROWTH = 1.25
 SLACK_MB = 64.0
+# And each process's by role (the door, tritonserver, each model's stubs), within GROWTH and this: the total's slack
+# would hide one process's growth as large as the door's whole heap.
+ROLE_SLACK_MB = 32.0
 CLIENT_KINDS = ("grpc", "door")  # the closed-loop clients' kinds end so; floods and bad input are the faults'
 
 
@@ -71,6 +74,10 @@ def problems(figures: dict) -> list[str]:
         total = memory["total"]
         if total["last_mb"] > total["first_mb"] * GROWTH + SLACK_MB:
             found.append(f"resident memory grew from {total['first_mb']} to {total['last_mb']} MB")
+        for name, role in memory["by_role"].items():
+            # A role of a moment (a crash's helper) has no first fifth to grow from.
+            if role["first_mb"] and role["last_mb"] > role["first_mb"] * GROWTH + ROLE_SLACK_MB:
+                found.append(f"{name}'s resident memory grew from {role['first_mb']} to {role['last_mb']} MB")
     return found
 
 
@@ -99,6 +106,9 @@ def markdown(figures: dict, command: str) -> str:
         lines += [
             "",
             *table(["resident MB", "first fifth (median)", "last fifth (median)", "most"], [*roles, ["all", *total.values()]]),
+            "",
+            f"Flat means the last fifth's median within {GROWTH:g} x the first fifth's + {SLACK_MB:g} MB in all, and + "
+            f"{ROLE_SLACK_MB:g} MB for each process by role.",
             "",
             f"`/dev/shm` of the live stubs: {shm['first']} MB at first, {shm['last']} MB at the end, {shm['max']} MB at most; "
             f"of dead stubs, before the supervisor's restart removed them: at most {left['max_regions']} regions "

@@ -76,6 +76,18 @@ def test_refusals_do_not_count_as_answers():
     assert flow.in_flight == 0 and flow.rate() is None
 
 
+def test_a_flow_keeps_only_its_windows_answers_however_many_it_has_answered():
+    """A door that is never refused never asks the rate; its answers' times must not pile up for its lifetime."""
+    clock = Clock()
+    flow = Flow(window=10.0, clock=clock)
+    for _ in range(10_000):
+        flow.start()
+        flow.finish(answered=True)
+        clock.now += 0.1
+    assert len(flow.answers) <= 101, f"{len(flow.answers)} answers kept for a 10 s window at 10 a second"
+    assert flow.rate() == 10.0
+
+
 def test_api_keys_are_off_on_loopback_and_required_beyond_it():
     assert api_keys("127.0.0.1", {}) == frozenset()
     assert api_keys("::1", {"DOOR_API_KEYS": "a, b,"}) == {"a", "b"}

@@ -1,0 +1,32 @@
+"""A chaos run's verdict on memory (perf.chaos.report): flat in all, and process by process."""
+
+from __future__ import annotations
+
+from perf.chaos.report import problems
+
+
+def figures(by_role: dict[str, tuple[float, float]]) -> dict:
+    """A run that passed but for its memory: each role's (first fifth, last fifth) median MB."""
+    roles = {name: {"first_mb": first, "last_mb": last, "max_mb": max(first, last)} for name, (first, last) in by_role.items()}
+    first, last = (sum(role[key] for role in roles.values()) for key in ("first_mb", "last_mb"))
+    return {
+        "requests": {"radar door": {"sent": 10, "right": 10, "wrong": 0, "failed": 0, "lost": 0}},
+        "faults": [],
+        "unfinished_faults": [],
+        "ready_at_end": True,
+        "radar_serves": ["1"],
+        "supervisor_failure": None,
+        "left_behind": {"stubs_running": [], "shm_regions": []},
+        "memory": {"total": {"first_mb": first, "last_mb": last, "max_mb": last}, "by_role": roles},
+    }
+
+
+def test_one_process_that_grows_fails_the_run_though_the_total_stays_within_its_bound():
+    """The door's growth of the 20-minute run (101 -> 176 MB) hid in the total's slack (1,165 -> 1,246 MB)."""
+    run = figures({"door": (100.8, 176.4), "resnet50_backbone": (605.3, 608.7), "tritonserver": (61.9, 63.8)})
+    assert problems(run) == ["door's resident memory grew from 100.8 to 176.4 MB"]
+
+
+def test_flat_processes_and_a_role_of_a_moment_pass():
+    run = figures({"door": (100.8, 110.0), "tritonserver": (61.9, 63.8), "addr2line": (0.0, 0.0), "sh": (0.0, 1.6)})
+    assert problems(run) == []
