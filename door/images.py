@@ -5,9 +5,11 @@ the model would."""
 
 from __future__ import annotations
 
+import binascii
 import io
 import warnings
 
+import pybase64
 from PIL import Image, UnidentifiedImageError
 
 from door.problems import Problem
@@ -16,12 +18,25 @@ from kit.pipelines.encoded_images import FORMATS, decode_base64
 from kit.pipelines.errors import InputError
 
 
+def strict_base64(text: str) -> bytes:
+    """Padded standard base64, nothing else (schemas.PADDED_BASE64 says so to clients), decoded with SIMD: at
+    CPython's speed the decoding was 40% of a raw float32 image's cost to the door."""
+    return pybase64.b64decode(text, validate=True)
+
+
 def from_base64(text: str, max_bytes: int) -> bytes:
-    """The image in base64 text (standard or URL-safe, a data: URL allowed)."""
+    """The image in base64 text (standard or URL-safe, a data: URL allowed). What clients send, padded standard
+    base64, is decoded with SIMD; only what that refuses goes to the kit's lenient decoder, which names the fault."""
     if len(text) > base64_cap(max_bytes):
         raise Problem(
             413, "image-too-large", f"the image's base64 text is {len(text)} characters; the image may be {max_bytes} bytes"
         )
+    try:
+        raw = strict_base64(text)
+        if raw:
+            return raw
+    except (binascii.Error, ValueError):
+        pass
     try:
         return decode_base64(text.encode("ascii", "replace"))
     except InputError as exc:

@@ -29,11 +29,11 @@ from tritonclient.utils import triton_to_np_dtype
 # real images (tests/served/test_door_schema.py); to any other it is base64 text.
 IMAGE_FORMAT = "image-base64"
 # What JSON Schema can say of the base64 text the door decodes, as a pattern (ECMA-262 and Python alike), measured
-# against the decoders (tests/unit/test_door_schemas.py): an image's (kit.pipelines.encoded_images.decode_base64: a
-# data: URL prefix, standard or URL-safe letters, whitespace anywhere, padding optional, and any padding after a whole
-# quantum, as Python's decoder takes it) and raw float32 data's (door.routes.strict_base64: standard letters, padded
-# exactly, no whitespace). That the bytes are an image, or as many as a shape needs, no pattern can say: the
-# routes answer 415 and 400.
+# against the decoders (tests/unit/test_door_schemas.py): an image's (door.images.from_base64, which takes what
+# kit.pipelines.encoded_images.decode_base64 takes: a data: URL prefix, standard or URL-safe letters, whitespace
+# anywhere, padding optional, and any padding after a whole quantum, as Python's decoder takes it) and raw float32
+# data's (door.images.strict_base64: standard letters, padded exactly, no whitespace). That the bytes are an image, or
+# as many as a shape needs, no pattern can say: the routes answer 415 and 400.
 _SPACE = "[ \\t\\n\\r\\f\\v]*"
 _LETTER = f"[A-Za-z0-9+/_-]{_SPACE}"
 _PAD = f"={_SPACE}"
