@@ -78,31 +78,41 @@ async def run_window(
 ) -> tuple[list[float], Counter[str], dict, dict]:
     """Client k awaits send(k), send(k + concurrency), ... until the window ends; `send` raises when a
     request fails. Returns the latencies answered inside the measured window, the failures by what they raised, and
-    `snapshot()` at the window's two bounds."""
-    begin = time.perf_counter()
-    measure_from, stop_at = begin + window.warmup_s, begin + window.warmup_s + window.duration_s
+    `snapshot()` at the window's two bounds. The warm-up lasts until every client has had an outcome (an answer or a
+    failure), and the measured window until one came inside it, however long the seconds asked for: on a busy
+    machine a short point could otherwise end before a design answered anything, and read as 0/s."""
     latencies: list[float] = []
     errors: Counter[str] = Counter()
+    measuring, stopped = asyncio.Event(), asyncio.Event()
+    warm, outcomes = set(), asyncio.Event()
 
     async def loop(k: int) -> None:
         index = k
-        while time.perf_counter() < stop_at:
+        while not stopped.is_set():
             sent = time.perf_counter()
             try:
                 await send(index)
             except Exception as exc:  # counted and reported: a point with errors is not a result
                 errors[f"{type(exc).__name__}: {exc}"[:200]] += 1
                 continue
+            else:
+                if measuring.is_set() and not stopped.is_set():
+                    latencies.append(time.perf_counter() - sent)
             finally:
                 index += window.concurrency
-            done = time.perf_counter()
-            if measure_from <= done <= stop_at:
-                latencies.append(done - sent)
+                warm.add(k)
+                if measuring.is_set():
+                    outcomes.set()
 
     async def bounds() -> tuple[dict, dict]:
         await asyncio.sleep(window.warmup_s)
+        while len(warm) < window.concurrency:
+            await asyncio.sleep(0.05)
         first = await asyncio.to_thread(snapshot)
+        measuring.set()
         await asyncio.sleep(window.duration_s)
+        await outcomes.wait()
+        stopped.set()
         return first, await asyncio.to_thread(snapshot)
 
     (start, end), *_ = await asyncio.gather(bounds(), *(loop(k) for k in range(window.concurrency)))

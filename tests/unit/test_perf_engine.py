@@ -1,13 +1,14 @@
 """The engine's pure parts: a sweep fitted into a deadline, the targets judged from a spec's goals (in turns too),
 specs that extend others and suites of them, a run in rounds reported as medians, and the exit status."""
 
+import asyncio
 import json
 
 import pytest
 
 from perf.__main__ import failed, main
 from perf.engine.budget import Budget
-from perf.engine.load import Window
+from perf.engine.load import Window, run_window
 from perf.engine.perf_analyzer import Load
 from perf.engine.report import collapsed
 from perf.engine.spec import load_spec
@@ -17,6 +18,26 @@ from perf.engine.verdicts import judge
 from perf.workloads.pixels import RESNET
 from perf.workloads.radar import RADAR
 from perf.workloads.radar_limit import flops_per_chunk
+
+# --- the closed loop's window ---------------------------------------------------------------------------------
+
+
+def test_a_window_shorter_than_an_answer_still_measures_one_and_failures_end_it_too():
+    """A design slower than the whole window (a busy machine, a short test sweep) is measured, not read as 0/s."""
+    window, snapshot = Window(concurrency=4, warmup_s=0.01, duration_s=0.01), lambda: {}
+
+    async def slow(index: int) -> None:
+        await asyncio.sleep(0.2)
+
+    async def failing(index: int) -> None:
+        await asyncio.sleep(0.05)
+        raise ConnectionError("refused")
+
+    latencies, errors, _, _ = asyncio.run(run_window(slow, window, snapshot))
+    assert len(latencies) >= 1 and all(seconds >= 0.2 for seconds in latencies) and not errors
+    latencies, errors, _, _ = asyncio.run(run_window(failing, window, snapshot))
+    assert not latencies and sum(errors.values()) >= window.concurrency
+
 
 # --- budget ---------------------------------------------------------------------------------------------------
 
