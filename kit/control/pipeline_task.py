@@ -59,10 +59,10 @@ def module_definition(path: Path) -> Definition:
     return loaded(path, path.stat().st_mtime_ns)
 
 
-def check_module_settings(spec: ModelSpec, settings: PipelineSettings, pipeline: Definition) -> None:
-    """A pipeline entry's own parameters, inherited and placed ones included, against its module's SETTINGS."""
+def fitted_settings(spec: ModelSpec, pipeline: Definition, params: dict[str, str]) -> object:
+    """The module's SETTINGS from `params` (an entry's own, or the spec's); a SpecError where they do not fit."""
     try:
-        settings.module_settings(pipeline.settings)
+        return module_settings(pipeline.settings, params)
     except SettingsError as exc:
         raise spec.error("parameters", f"do not fit the module's SETTINGS: {exc}", "set what it needs") from None
 
@@ -255,7 +255,7 @@ def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
     # The graphs at the module's own paths, so that the entry can run them in its process (`engines: in_process`).
     files |= {pipeline.networks[n]: model.files["model.onnx"] for n, model in placed.items()}
     entry_model = profile.place("pipeline-entry", ServedModel(spec.name, entry, settings, ADAPTER, files))
-    check_module_settings(spec, entry_model.settings, pipeline)
+    fitted_settings(spec, pipeline, dict(entry_model.settings.module))  # inherited and placed parameters included
     if entry_model.settings.engines == "bls":  # in its own process it calls none of them
         entry_model = replace(entry_model, calls=tuple(model.name for model in placed.values()))
     return [entry_model] + [model for model, brought in networks.values() if brought]
@@ -264,10 +264,7 @@ def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
 def ready_pipeline(spec: ModelSpec) -> Definition:
     """The spec's pipeline loaded as its entry loads it, with the spec's `parameters` and the module's folder."""
     pipeline = pipeline_of(spec)
-    try:
-        settings = module_settings(pipeline.settings, dict(spec.parameters))
-    except SettingsError as exc:
-        raise spec.error("parameters", f"do not fit the module's SETTINGS: {exc}", "set what it needs") from None
+    settings = fitted_settings(spec, pipeline, dict(spec.parameters))
     try:
         return pipeline.loaded(settings, spec.source_path.parent)
     except Exception as exc:  # the user's code: whatever load raises, say so
