@@ -34,7 +34,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 from kit.adapters.custom_pipeline import in_process_networks, load_definition
 from kit.adapters.settings import PipelineSettings, SettingsError, keys, module_settings
 from kit.control import onnx_task
-from kit.control.configs import RepositoryError, config_type, example_inputs, set_parameter
+from kit.control.configs import RepositoryError, config_type, example_inputs, set_parameters
 from kit.control.onnx_task import ATOL, CHECK_ROWS, RTOL, bounded_batching, graph_files, onnx_config
 from kit.control.profiles import CANONICAL, Profile
 from kit.control.served import ServedModel, adapter
@@ -239,8 +239,7 @@ def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
     for tensors_of, add in ((pipeline.inputs, entry.input.add), (pipeline.outputs, entry.output.add)):
         for tensor in tensors_of:
             add(name=tensor.name, data_type=config_type(tensor.data_type), dims=list(tensor.dims))
-    for key, value in door(spec).items():
-        set_parameter(entry, key, value)
+    set_parameters(entry, door(spec))
     entry.instance_group.add(kind=mc.ModelInstanceGroup.KIND_CPU, count=1)
     if spec.max_batch_size > 0:
         bounded_batching(entry, spec)
