@@ -38,7 +38,7 @@ from kit.control.configs import RepositoryError, config_type, example_inputs, se
 from kit.control.onnx_task import ATOL, CHECK_ROWS, RTOL, bounded_batching, graph_files, onnx_config
 from kit.control.profiles import CANONICAL, Profile
 from kit.control.served import ServedModel, adapter
-from kit.control.specs import DOOR_SCHEMA, KEYS, ModelSpec, door_parameters, read_spec
+from kit.control.specs import DOOR_SCHEMA, KEYS, ModelSpec, door_parameters, read_spec, readable_specs
 from kit.pipelines.custom import Definition, DefinitionError, answer
 
 MODULE = "pipeline.py"  # the module's name in the entry's version folder
@@ -138,19 +138,16 @@ def graph_models_beside(spec: ModelSpec) -> dict[str, tuple[ModelSpec, ModelSpec
     each, and the spec of its graph (an `onnx` spec's own, or a pipeline's network_spec). A spec that does not read
     is skipped here: the build names its mistake."""
     found = {}
-    for path in sorted(spec.path.parent.glob("*.toml")):
-        if path.stem == spec.name:
-            continue
-        try:
-            other = read_spec(path, artifacts=spec.artifacts)
-            if other.task == "onnx":
-                found[other.name] = (other, other)
-            elif other.task == "pipeline":
+    for other in readable_specs(spec.path.parent, spec.artifacts).values():
+        if other.name != spec.name and other.task == "onnx":
+            found[other.name] = (other, other)
+        elif other.name != spec.name and other.task == "pipeline":
+            try:
                 own = pipeline_of(other).networks.items()
                 for network, graph in ((n, g) for n, g in own if n not in dict(other.networks)):
                     found[f"{other.name}_{network}"] = (other, network_spec(other, network, graph))
-        except RepositoryError:
-            continue
+            except RepositoryError:
+                continue
     return found
 
 
