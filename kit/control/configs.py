@@ -67,6 +67,11 @@ def set_parameter(config: mc.ModelConfig, key: str, value) -> None:
     config.parameters[key].string_value = str(value)
 
 
+def set_parameters(config: mc.ModelConfig, parameters: dict) -> None:
+    for key, value in parameters.items():
+        set_parameter(config, key, value)
+
+
 def instance_count(config: mc.ModelConfig) -> int:
     """How many instances Triton runs of `config` (a group naming GPUs has `count` on each; none: one)."""
     return sum(group.count * max(1, len(group.gpus)) for group in config.instance_group) or 1

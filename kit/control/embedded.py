@@ -35,7 +35,7 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2 as mc
 
 from kit.adapters.settings import OnnxRunnerSettings, SettingsError, TorchRunnerSettings
-from kit.control.configs import RepositoryError, copy_config, set_parameter
+from kit.control.configs import RepositoryError, copy_config, set_parameter, set_parameters
 from kit.control.placement import COMMON, apply_common, apply_ensemble, check_keys
 from kit.control.served import ServedModel, adapter
 
@@ -139,8 +139,7 @@ def place(model: ServedModel, placement: dict, target: str, lengths: Sequence[in
         settings, runner, on_gpu = graph_runner(config, placement, target, lengths)
         model_py = Path(placement["model_py"]) if runner == "custom" else adapter(f"{runner}_runner_model")
         if runner == "custom":  # its parameters are its own, as its model.py reads them
-            for key, value in placement.get("parameters", {}).items():
-                set_parameter(config, key, value)
+            set_parameters(config, placement.get("parameters", {}))
             placement = {key: value for key, value in placement.items() if key != "parameters"}
         served = getattr(settings, "onnx_model", None) or getattr(settings, "torch_model", None)
         if served is not None and served not in model.files:

@@ -29,7 +29,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from kit.adapters.settings import ImageClassifierSettings, PixelClassifierSettings
 from kit.control import exports
-from kit.control.configs import set_parameter, template
+from kit.control.configs import set_parameters, template
 from kit.control.exports import Exporter, export_dir
 from kit.control.onnx_task import bounded_batching
 from kit.control.profiles import Profile
@@ -88,8 +88,7 @@ def plan_pixels(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
     label_names = checkpoint_labels(spec, meta)
     model, files = names(spec), image_files(spec)
     entry, backbone = template("pixels/entry", model["entry"]), template("pixels/backbone", model["backbone"])
-    for key, value in door_parameters(spec, "pixels-classes").items():
-        set_parameter(entry, key, value)
+    set_parameters(entry, door_parameters(spec, "pixels-classes"))
     for config in (entry, backbone):
         config.output[0].dims[:] = [len(label_names)]
         if "max_batch_size" in spec.given:
@@ -125,8 +124,7 @@ def plan_encoded(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
     entry = mc.ModelConfig(name=model["entry"], platform="ensemble", max_batch_size=spec.max_batch_size)
     entry.input.add(name="IMAGE", data_type=mc.TYPE_STRING, dims=[1])
     entry.output.add(name="SCORES", data_type=mc.TYPE_FP32, dims=[len(label_names)])
-    for key, value in door_parameters(spec, "image-labels").items():
-        set_parameter(entry, key, value)
+    set_parameters(entry, door_parameters(spec, "image-labels"))
     first = entry.ensemble_scheduling.step.add(model_name=model["pixels"], model_version=-1)
     first.input_map["IMAGE"] = "IMAGE"
     first.output_map["PIXELS"] = "pixels"

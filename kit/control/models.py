@@ -32,10 +32,10 @@ from kit.control.specs import (
     MODELS,
     NAME,
     POOLINGS,
-    ModelSpec,
     check_routes,
     read_spec,
     read_specs,
+    readable_specs,
     spec_text,
 )
 from kit.control.tasks import TASKS, entry_config, shipped_models, shipped_specs, task_of
@@ -69,17 +69,6 @@ def add(name: str, task: str, source: Path, folder: Path, settings: dict, replac
     path.write_text(text)
     print(checked)
     return path
-
-
-def readable_specs(folder: Path) -> dict[str, ModelSpec]:
-    """The specs in `folder` that read, by name."""
-    specs = {}
-    for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
-        try:
-            specs[path.stem] = read_spec(path)
-        except RepositoryError:
-            continue
-    return specs
 
 
 def parameter_table(pairs: list[str], option: str = "--parameter") -> dict[str, str]:

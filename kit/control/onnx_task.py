@@ -23,7 +23,7 @@ from onnx import helper
 from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import np_to_triton_dtype
 
-from kit.control.configs import config_type, example_inputs, set_parameter
+from kit.control.configs import config_type, example_inputs, set_parameter, set_parameters
 from kit.control.profiles import Profile
 from kit.control.served import ServedModel
 from kit.control.specs import DOOR_AXES, ModelSpec, door_parameters
@@ -107,8 +107,7 @@ def onnx_config(spec: ModelSpec, routed: bool = True) -> mc.ModelConfig:
                 tensor.reshape.SetInParent()
     config.instance_group.add(kind=mc.ModelInstanceGroup.KIND_GPU, count=spec.instances)
     if routed and spec.door:
-        for key, value in door_parameters(spec).items():
-            set_parameter(config, key, value)
+        set_parameters(config, door_parameters(spec))
         axes = shared_axes(inputs, spec.max_batch_size > 0)
         if axes:
             set_parameter(config, DOOR_AXES, json.dumps(axes, separators=(",", ":")))

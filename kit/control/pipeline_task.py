@@ -34,11 +34,11 @@ from tritonclient.grpc import model_config_pb2 as mc
 from kit.adapters.custom_pipeline import in_process_networks, load_definition
 from kit.adapters.settings import PipelineSettings, SettingsError, keys, module_settings
 from kit.control import onnx_task
-from kit.control.configs import RepositoryError, config_type, example_inputs, set_parameter
+from kit.control.configs import RepositoryError, config_type, example_inputs, set_parameters
 from kit.control.onnx_task import ATOL, CHECK_ROWS, RTOL, bounded_batching, graph_files, onnx_config
 from kit.control.profiles import CANONICAL, Profile
 from kit.control.served import ServedModel, adapter
-from kit.control.specs import DOOR_SCHEMA, KEYS, ModelSpec, door_parameters, read_spec
+from kit.control.specs import DOOR_SCHEMA, KEYS, ModelSpec, door_parameters, read_spec, readable_specs
 from kit.pipelines.custom import Definition, DefinitionError, answer
 
 MODULE = "pipeline.py"  # the module's name in the entry's version folder
@@ -59,10 +59,10 @@ def module_definition(path: Path) -> Definition:
     return loaded(path, path.stat().st_mtime_ns)
 
 
-def check_module_settings(spec: ModelSpec, settings: PipelineSettings, pipeline: Definition) -> None:
-    """A pipeline entry's own parameters, inherited and placed ones included, against its module's SETTINGS."""
+def fitted_settings(spec: ModelSpec, pipeline: Definition, params: dict[str, str]) -> object:
+    """The module's SETTINGS from `params` (an entry's own, or the spec's); a SpecError where they do not fit."""
     try:
-        settings.module_settings(pipeline.settings)
+        return module_settings(pipeline.settings, params)
     except SettingsError as exc:
         raise spec.error("parameters", f"do not fit the module's SETTINGS: {exc}", "set what it needs") from None
 
@@ -138,19 +138,16 @@ def graph_models_beside(spec: ModelSpec) -> dict[str, tuple[ModelSpec, ModelSpec
     each, and the spec of its graph (an `onnx` spec's own, or a pipeline's network_spec). A spec that does not read
     is skipped here: the build names its mistake."""
     found = {}
-    for path in sorted(spec.path.parent.glob("*.toml")):
-        if path.stem == spec.name:
-            continue
-        try:
-            other = read_spec(path, artifacts=spec.artifacts)
-            if other.task == "onnx":
-                found[other.name] = (other, other)
-            elif other.task == "pipeline":
+    for other in readable_specs(spec.path.parent, spec.artifacts).values():
+        if other.name != spec.name and other.task == "onnx":
+            found[other.name] = (other, other)
+        elif other.name != spec.name and other.task == "pipeline":
+            try:
                 own = pipeline_of(other).networks.items()
                 for network, graph in ((n, g) for n, g in own if n not in dict(other.networks)):
                     found[f"{other.name}_{network}"] = (other, network_spec(other, network, graph))
-        except RepositoryError:
-            continue
+            except RepositoryError:
+                continue
     return found
 
 
@@ -239,8 +236,7 @@ def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
     for tensors_of, add in ((pipeline.inputs, entry.input.add), (pipeline.outputs, entry.output.add)):
         for tensor in tensors_of:
             add(name=tensor.name, data_type=config_type(tensor.data_type), dims=list(tensor.dims))
-    for key, value in door(spec).items():
-        set_parameter(entry, key, value)
+    set_parameters(entry, door(spec))
     entry.instance_group.add(kind=mc.ModelInstanceGroup.KIND_CPU, count=1)
     if spec.max_batch_size > 0:
         bounded_batching(entry, spec)
@@ -255,7 +251,7 @@ def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
     # The graphs at the module's own paths, so that the entry can run them in its process (`engines: in_process`).
     files |= {pipeline.networks[n]: model.files["model.onnx"] for n, model in placed.items()}
     entry_model = profile.place("pipeline-entry", ServedModel(spec.name, entry, settings, ADAPTER, files))
-    check_module_settings(spec, entry_model.settings, pipeline)
+    fitted_settings(spec, pipeline, dict(entry_model.settings.module))  # inherited and placed parameters included
     if entry_model.settings.engines == "bls":  # in its own process it calls none of them
         entry_model = replace(entry_model, calls=tuple(model.name for model in placed.values()))
     return [entry_model] + [model for model, brought in networks.values() if brought]
@@ -264,10 +260,7 @@ def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
 def ready_pipeline(spec: ModelSpec) -> Definition:
     """The spec's pipeline loaded as its entry loads it, with the spec's `parameters` and the module's folder."""
     pipeline = pipeline_of(spec)
-    try:
-        settings = module_settings(pipeline.settings, dict(spec.parameters))
-    except SettingsError as exc:
-        raise spec.error("parameters", f"do not fit the module's SETTINGS: {exc}", "set what it needs") from None
+    settings = fitted_settings(spec, pipeline, dict(spec.parameters))
     try:
         return pipeline.loaded(settings, spec.source_path.parent)
     except Exception as exc:  # the user's code: whatever load raises, say so

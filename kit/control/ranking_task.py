@@ -20,7 +20,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from kit.adapters.settings import RankingSettings, TextSettings
 from kit.control import exports
-from kit.control.configs import set_parameter, template
+from kit.control.configs import set_parameters, template
 from kit.control.exports import Exporter
 from kit.control.profiles import Profile
 from kit.control.served import ServedModel, adapter
@@ -46,8 +46,7 @@ EXPORTER = Exporter("export.ranking_model", ranking_options, lambda spec: {"max_
 def canonical(spec: ModelSpec, meta: dict, model: dict[str, str]) -> dict[str, mc.ModelConfig]:
     """Each model's config as the templates and the spec make it, before any profile places it."""
     entry = template("ranking/entry", model["entry"])
-    for key, value in door_parameters(spec, TASK).items():
-        set_parameter(entry, key, value)
+    set_parameters(entry, door_parameters(spec, TASK))
     entry.ensemble_scheduling.step[0].model_name = model["pairs"]
     pairs = template("ranking/pairs", model["pairs"])
     tokenizing(entry, pairs)

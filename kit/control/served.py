@@ -9,7 +9,7 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2 as mc
 
 from kit.adapters.settings import Settings
-from kit.control.configs import copy_config, set_parameter
+from kit.control.configs import copy_config, set_parameters
 
 ADAPTERS = Path(__file__).resolve().parents[1] / "adapters"
 
@@ -33,8 +33,7 @@ class ServedModel:
     def written(self) -> mc.ModelConfig:
         """The config with its settings written into its parameters, as Triton, the model and the door read it."""
         config = copy_config(self.config)
-        for key, value in (self.settings.to_parameters() if self.settings is not None else {}).items():
-            set_parameter(config, key, value)
+        set_parameters(config, self.settings.to_parameters() if self.settings is not None else {})
         return config
 
     def with_files(self, files: dict[str, Path]) -> ServedModel:

@@ -299,6 +299,18 @@ def read_specs(folder: Path = MODELS, artifacts: Path | None = None) -> dict[str
     return specs
 
 
+def readable_specs(folder: Path, artifacts: Path | None = None) -> dict[str, ModelSpec]:
+    """The specs in `folder` that read, by name: where a spec's check looks at those beside it, a broken one is its
+    own build's matter."""
+    specs = {}
+    for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
+        try:
+            specs[path.stem] = read_spec(path, artifacts=artifacts)
+        except RepositoryError:
+            continue
+    return specs
+
+
 def door_parameters(spec: ModelSpec, answer: str = "") -> dict[str, str]:
     """What the door reads from the config of the spec's entry: its route, its answer (every tensor by name, unless
     one is named) and the route's description where the spec gives one."""

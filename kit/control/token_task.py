@@ -22,7 +22,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from kit.adapters.settings import TextSettings, TextsSettings
 from kit.control import exports
-from kit.control.configs import set_parameter, template
+from kit.control.configs import set_parameters, template
 from kit.control.exports import Exporter
 from kit.control.profiles import Profile
 from kit.control.ranking_task import CLASSIFIER_FILES
@@ -52,8 +52,7 @@ def labels(meta: dict) -> list[str]:
 def canonical(spec: ModelSpec, meta: dict, model: dict[str, str]) -> dict[str, mc.ModelConfig]:
     """Each model's config as the templates and the spec make it, before any profile places it."""
     entry = template("tokens/entry", model["entry"])
-    for key, value in door_parameters(spec, "text-entities").items():
-        set_parameter(entry, key, value)
+    set_parameters(entry, door_parameters(spec, "text-entities"))
     entry.ensemble_scheduling.step[0].model_name = model["tokens"]
     tokens = template("tokens/tokens", model["tokens"])
     tokenizing(entry, tokens)
