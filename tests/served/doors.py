@@ -114,10 +114,11 @@ def answer_schema(door: Door, route: str) -> tuple[dict, dict]:
 
 
 @contextlib.contextmanager
-def client_on(protocol: str, server, door: Door, client_type: Callable, model: str) -> Iterator:
-    """A `client_type` client of `model` over `protocol`: the server's gRPC or HTTP URL, or the door's; closed after."""
+def client_on(protocol: str, server, door: Door, client_type: Callable, model: str, **options) -> Iterator:
+    """A `client_type` client of `model` over `protocol` (the server's gRPC or HTTP URL, or the door's), made with
+    `options`; closed after."""
     url = {"grpc": server.options.grpc_url, "http": server.options.http_url, "door": door.url}[protocol]
-    client = client_type(model, url, protocol)
+    client = client_type(model, url, protocol, **options)
     try:
         yield client
     finally:
