@@ -125,12 +125,29 @@ class Routes:
     async def body(self, request: Request, *accepted: str) -> bytes:
         return await body_of(request, *accepted)
 
-    def add_text_route(self, model: str, answer: Callable, result: type[BaseModel], doc: str) -> None:
-        """A text model's route: `text` or `texts` in, each text's answer (`answer` of its outputs) out."""
+    def text_body(self, model: str, request: Callable[[int, int], type[BaseModel]]) -> tuple[str, int, type[BaseModel]]:
+        """A text route's path, the model's limit on a text's UTF-8 bytes and the route's request schema (`request` of
+        that limit and the door's most texts a request); the path's body cap allows the limit's worth of JSON escapes."""
         path = self.contract[model].route
         limit = self.contract[model].settings.max_text_bytes
-        schema = schemas.text_request(limit, self.settings.max_texts)
         self.caps[path] = JSON_ESCAPE * limit + ENVELOPE
+        return path, limit, request(limit, self.settings.max_texts)
+
+    def add_post(self, path: str, route: Callable, model: str, doc: str, result, schema: type[BaseModel]) -> None:
+        """`route` as POST `path`, named for the model and described by `doc` in the OpenAPI document: a JSON body of
+        `schema` in, `result` out."""
+        route.__name__, route.__doc__ = model, doc
+        self.router.add_api_route(
+            path.removeprefix("/v1"),
+            route,
+            methods=["POST"],
+            response_model=result,
+            openapi_extra=request_body(json_body(schema)),
+        )
+
+    def add_text_route(self, model: str, answer: Callable, result: type[BaseModel], doc: str) -> None:
+        """A text model's route: `text` or `texts` in, each text's answer (`answer` of its outputs) out."""
+        path, limit, schema = self.text_body(model, schemas.text_request)
 
         async def text_route(request: Request):
             body = parse(schema, await self.body(request, JSON))
@@ -139,36 +156,19 @@ class Routes:
             results = [answer(outputs) for outputs in outcomes]
             return results[0] if body.text is not None else results
 
-        text_route.__name__, text_route.__doc__ = model, doc
-        self.router.add_api_route(
-            path.removeprefix("/v1"),
-            text_route,
-            methods=["POST"],
-            response_model=result | list[result],
-            openapi_extra=request_body(json_body(schema)),
-        )
+        self.add_post(path, text_route, model, doc, result | list[result], schema)
 
     def add_ranking_route(self, model: str, doc: str) -> None:
         """A cross-encoder's route: a query and its documents in, each document's relevance and its chunks' out, in the
         documents' order."""
-        path = self.contract[model].route
-        limit = self.contract[model].settings.max_text_bytes
-        schema = schemas.ranking_request(limit, self.settings.max_texts)
-        self.caps[path] = JSON_ESCAPE * limit + ENVELOPE
+        path, limit, schema = self.text_body(model, schemas.ranking_request)
 
         async def ranking_route(request: Request):
             body = parse(schema, await self.body(request, JSON))
             outcomes = await infer_pairs(self.upstream, model, body.query, body.documents, limit, request.state.request_id)
             return {"documents": [{"index": i, **score_result(outputs)} for i, outputs in enumerate(outcomes)]}
 
-        ranking_route.__name__, ranking_route.__doc__ = model, doc
-        self.router.add_api_route(
-            path.removeprefix("/v1"),
-            ranking_route,
-            methods=["POST"],
-            response_model=schemas.ranking_result(model),
-            openapi_extra=request_body(json_body(schema)),
-        )
+        self.add_post(path, ranking_route, model, doc, schemas.ranking_result(model), schema)
 
     def add_image_route(
         self, model: str, answer: Callable, result: type[BaseModel] | None, doc: str, document: dict | None = None
@@ -239,14 +239,7 @@ class Routes:
             outputs = await self.upstream.infer(model, {"INPUT": tensor}, request.state.request_id)
             return classes_result(outputs["PROBS"].reshape(-1), served.labels)
 
-        pixels_route.__name__, pixels_route.__doc__ = model, doc
-        self.router.add_api_route(
-            served.route.removeprefix("/v1"),
-            pixels_route,
-            methods=["POST"],
-            response_model=result,
-            openapi_extra=request_body(json_body(schema)),
-        )
+        self.add_post(served.route, pixels_route, model, doc, result, schema)
 
     def add_tensor_route(self, model: str, served: Served, doc: str) -> None:
         """A spec's model (kit.control.specs): its inputs as nested JSON arrays in, its outputs out, by tensor name."""
@@ -261,14 +254,8 @@ class Routes:
             answer = await self.upstream.infer(model, arrays, request.state.request_id)
             return {"outputs": {name: json_values(answer[name]) for name in outputs}}
 
-        tensor_route.__name__, tensor_route.__doc__ = model, doc
-        self.router.add_api_route(
-            served.route.removeprefix("/v1"),
-            tensor_route,
-            methods=["POST"],
-            response_model=schemas.tensor_result(model, outputs, served.batched, served.max_batch_size),
-            openapi_extra=request_body(json_body(schema)),
-        )
+        result = schemas.tensor_result(model, outputs, served.batched, served.max_batch_size)
+        self.add_post(served.route, tensor_route, model, doc, result, schema)
 
 
 async def infer_texts(upstream: Upstream, model: str, texts: list[str], limit: int, request_id: str) -> list[dict]:

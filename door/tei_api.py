@@ -114,13 +114,20 @@ def tei_model(contract: Contract, name: str) -> Served | None:
     return served
 
 
-def embed_request(max_text_bytes: int, max_texts: int) -> type[BaseModel]:
+def texts_request(max_text_bytes: int, max_texts: int, read: str) -> type[schemas.Strict]:
+    """TEI's `inputs` of one text or a list of them, each `read` as the route says; a route's request adds its own."""
     Item = schemas.text_type(max_text_bytes)  # noqa: N806 (a type)
 
-    class EmbedRequest(schemas.Strict):
+    class TextsRequest(schemas.Strict):
         inputs: Item | Annotated[list[Item], Field(min_length=1, max_length=max_texts)] = Field(
-            description=f"one text, or 1 to {max_texts} texts, each embedded whole (chunked)"
+            description=f"one text, or 1 to {max_texts} texts, {read}"
         )
+
+    return TextsRequest
+
+
+def embed_request(max_text_bytes: int, max_texts: int) -> type[BaseModel]:
+    class EmbedRequest(texts_request(max_text_bytes, max_texts, "each embedded whole (chunked)")):
         normalize: bool = Field(True, description="L2-normalise each embedding")
         truncate: bool | None = Field(None, description="taken; the kit chunks a long text, it never truncates one")
         truncation_direction: DIRECTIONS | None = Field(None, description="taken; nothing is truncated")
@@ -164,12 +171,7 @@ def rerank_request(max_text_bytes: int, max_texts: int) -> type[BaseModel]:
 
 
 def tokenize_request(max_text_bytes: int, max_texts: int) -> type[BaseModel]:
-    Item = schemas.text_type(max_text_bytes)  # noqa: N806 (a type)
-
-    class TokenizeRequest(schemas.Strict):
-        inputs: Item | Annotated[list[Item], Field(min_length=1, max_length=max_texts)] = Field(
-            description=f"one text, or 1 to {max_texts} texts, each read whole by the model's tokenizer"
-        )
+    class TokenizeRequest(texts_request(max_text_bytes, max_texts, "each read whole by the model's tokenizer")):
         add_special_tokens: bool = Field(True, description="the tokens the model adds around a text ([CLS], <s>, ...)")
 
     return TokenizeRequest

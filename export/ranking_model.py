@@ -15,9 +15,7 @@ check passed.
 
 from __future__ import annotations
 
-import argparse
 import json
-import shutil
 import sys
 from pathlib import Path
 
@@ -26,26 +24,15 @@ import torch
 from tokenizers import Tokenizer
 from transformers import AutoModelForSequenceClassification
 
-from export.onnx_validate import ValidationError, check_signature
-from export.text_checkpoint import ExportError, load_tokenizer, max_tokens, pad_token_id, write_tokenizer
-from export.text_model import (
-    CPU_GRAPH,
-    DEFAULT_ATOL,
-    DEFAULT_OPSET,
-    expected_signature,
-    export_onnx,
-    link_cpu_graph,
-    needs_external_data,
-    save_export,
-    validate,
-)
+from export.text_checkpoint import ExportError, load_tokenizer
+from export.text_export import Checkpoint, export_logits, parser, run, save_export
+from export.text_model import DEFAULT_ATOL, DEFAULT_OPSET
 from export.text_samples import SAMPLE_TEXTS
 from kit.pipelines.text.pairs import pair_token_lengths
 from kit.runners.torch_models import LogitsOnly
 from samples.texts import sample_texts
 
 TASK = "text-ranking"
-OUTPUT = "logits"
 TYPED_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 QUERIES = ["When does the committee meet?", "What do detectors learn from?", "bread", "Which results are state of the art?"]
 BUCKET_SAMPLE = {"count": 120, "min_chars": 100, "max_chars": 1200, "seed": 5, "multilingual": 0.05}
@@ -88,11 +75,6 @@ def pair_batches(tokenizer, limit: int, inputs: tuple[str, ...]) -> list[dict[st
     return batches
 
 
-def torch_logits(module: LogitsOnly, batch: dict[str, np.ndarray]) -> np.ndarray:
-    with torch.no_grad():
-        return module(**{name: torch.from_numpy(value) for name, value in batch.items()}).numpy()
-
-
 def write_token_lengths(tokenizer_path: Path, limit: int, max_chars: int, path: Path) -> int:
     """Chunk pair token lengths of the bucket sample (each document with each query), as the pairs model plans them."""
     tokenizer = Tokenizer.from_file(str(tokenizer_path))
@@ -106,62 +88,23 @@ def write_token_lengths(tokenizer_path: Path, limit: int, max_chars: int, path: 
 
 def export(source: str, out: Path, atol: float = DEFAULT_ATOL, opset_version: int = DEFAULT_OPSET, max_chars: int = 0) -> dict:
     step(f"loading {source}")
-    module, tokenizer, inputs = load_cross_encoder(source)
-    limit = max_tokens(module.model.config, tokenizer)
-    pad = pad_token_id(tokenizer)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "export.json").unlink(missing_ok=True)
-    shutil.rmtree(out / "checkpoint", ignore_errors=True)
-    batches = pair_batches(tokenizer, limit, inputs)
-    try:
-        expected = [torch_logits(module, batch) for batch in batches]
-    except (IndexError, RuntimeError, ValueError) as exc:
-        raise ExportError(f"PyTorch cannot run {source} on sample pairs ({type(exc).__name__}: {exc})") from exc
-    path = out / "model.onnx"
-    external = needs_external_data(module.model)
-    step(f"exporting to {path} (inputs {', '.join(inputs)}; opset {opset_version}, external data: {external})")
-    export_onnx(module, batches[1], path, opset_version, external, OUTPUT, inputs)
-    check_signature(path, *expected_signature(1, OUTPUT, inputs))
-    step(f"validating ONNX Runtime against PyTorch on pairs (atol {atol:g})")
-    max_abs_diff = validate(path, batches, expected, atol, OUTPUT)
-    link_cpu_graph(out, path.name)
-    write_tokenizer(tokenizer, out / "tokenizer.json")
-    chunks = write_token_lengths(out / "tokenizer.json", limit, max_chars, out / "token_lengths.json")
+    checkpoint = Checkpoint(source, TASK, *load_cross_encoder(source))
+    batches = pair_batches(checkpoint.tokenizer, checkpoint.limit, checkpoint.inputs)
+    graph, meta = export_logits(checkpoint, batches, ("batch_size", 1), out, atol, opset_version, step)
+    chunks = write_token_lengths(out / "tokenizer.json", checkpoint.limit, max_chars, out / "token_lengths.json")
     step(f"measured the token lengths of {chunks} sample chunk pairs")
-    meta = {
-        "source": source,
-        "task": TASK,
-        "model_type": module.model.config.model_type,
-        "num_labels": 1,
-        "max_tokens": limit,
-        "pad_token_id": pad,
-        "inputs": list(inputs),
-        "outputs": [OUTPUT],
-        "atol": atol,
-        "max_abs_diff": max_abs_diff,
-        "max_chars": max_chars,
-    }
-    return save_export(out, path, module, tokenizer, meta)
+    return save_export(checkpoint, out, graph, meta | {"max_chars": max_chars})
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", required=True, help="hub id or local checkpoint directory")
-    parser.add_argument("--out", type=Path, required=True, help=f"directory for model.onnx, {CPU_GRAPH}, tokenizer.json, ...")
-    parser.add_argument("--atol", type=float, default=DEFAULT_ATOL, help="max abs logit difference allowed")
-    parser.add_argument("--opset", type=int, default=DEFAULT_OPSET)
-    parser.add_argument("--max-chars", type=int, default=0, help="document chunks of at most N characters (0: by tokens)")
-    args = parser.parse_args(argv)
-    try:
-        meta = export(args.model, args.out, args.atol, args.opset, args.max_chars)
-    except (ExportError, ValidationError) as exc:
-        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 1
-    print(
-        f"exported {args.model} (text-ranking, inputs {', '.join(meta['inputs'])}) to {args.out / 'model.onnx'}: max abs diff "
-        f"{meta['max_abs_diff']:.3g} <= atol {args.atol:g}, max_tokens {meta['max_tokens']}"
+    options = parser(__doc__)
+    options.add_argument("--max-chars", type=int, default=0, help="document chunks of at most N characters (0: by tokens)")
+    args = options.parse_args(argv)
+    return run(
+        args,
+        lambda: export(args.model, args.out, args.atol, args.opset, args.max_chars),
+        lambda meta: f"{TASK}, inputs {', '.join(meta['inputs'])}",
     )
-    return 0
 
 
 if __name__ == "__main__":

@@ -173,23 +173,6 @@ def link_cpu_graph(out: Path, graph: str) -> None:
     target.hardlink_to(out / graph)
 
 
-def save_export(out: Path, graph: Path, module, tokenizer, meta: dict) -> dict:
-    """A cross-encoder's or token classifier's export finished: the model and tokenizer as exported (checkpoint/, which
-    the PyTorch runner serves with the same module), then export.json, last, of `meta` and what every such export
-    records (the graph's opset and hash, the CPU graph, the libraries' versions)."""
-    module.model.save_pretrained(out / CHECKPOINT)
-    tokenizer.save_pretrained(out / CHECKPOINT)
-    meta = meta | {
-        "opset": opset(graph),
-        "onnx_sha256": sha256(graph),
-        "cpu_graph": graph.name,
-        "checkpoint": CHECKPOINT,
-        **provenance(torch, transformers, onnx, onnxruntime, onnxscript),
-    }
-    (out / "export.json").write_text(json.dumps(meta, indent=2) + "\n")
-    return meta
-
-
 def cpu_graphs(
     model: TokenModel,
     tokenizer,

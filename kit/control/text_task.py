@@ -129,12 +129,6 @@ def score_index(spec: ModelSpec) -> int:
     return label_names.index(spec.score_label)
 
 
-def answer_names(spec: ModelSpec) -> tuple[str, str]:
-    """The entry's outputs of a text and of its chunks: one label's probability (`score_label`), every label's, or
-    the embedding."""
-    return ("SCORE", "CHUNK_SCORES") if spec.score_label else ANSWERS[spec.task]
-
-
 def door_answer(spec: ModelSpec) -> str:
     if spec.task == FEATURE_EXTRACTION:
         return "text-embedding"

@@ -12,6 +12,7 @@ from transformers import AutoTokenizer
 
 from export import ranking_model
 from export.text_checkpoint import ExportError
+from export.text_export import torch_logits
 from kit.runners.torch import TorchModel, TorchOptions
 from tests import checkpoints
 
@@ -34,7 +35,7 @@ def test_the_graph_and_the_runner_give_the_cross_encoders_logits_on_pairs(ranker
     batch = {name: encoded[name].astype(np.int64) for name in meta["inputs"]}
     if typed:
         assert batch["token_type_ids"].any(), "the documents' tokens are segment 1"
-    want = ranking_model.torch_logits(ranking_model.load_cross_encoder(str(rankers[kind]))[0], batch)
+    want = torch_logits(ranking_model.load_cross_encoder(str(rankers[kind]))[0], batch)
     graph = ort.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"]).run(["logits"], batch)[0]
     runner = TorchModel.from_checkpoint(tmp_path / "checkpoint", ["logits"], TorchOptions(dtype="fp32", device="cpu"))
     assert want.shape == (3, 1)

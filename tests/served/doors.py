@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,3 +78,48 @@ def assert_problem(response, status: int, kind: str) -> dict:
     body = response.json()
     assert body["type"] == f"urn:triton-kit:problem:{kind}" and body["status"] == status and body["detail"]
     return body
+
+
+def assert_same_answer(alone: dict, together: dict) -> None:
+    assert alone == together, "a text of a batched request differs from it sent alone"
+
+
+def answers_as_alone(
+    door: Door, route: str, texts: list[str], assert_alike: Callable[[dict, dict], None] = assert_same_answer
+) -> list[dict]:
+    """The answers to `texts` sent in one request on the door's text `route`, each checked by `assert_alike` against
+    the answer to its text sent alone."""
+    together = call(door, "POST", route, json={"texts": texts})
+    assert together.status == 200, together.data[:500]
+    answers = together.json()
+    for text, answer in zip(texts, answers):
+        alone = call(door, "POST", route, json={"text": text})
+        assert alone.status == 200, alone.data[:500]
+        assert_alike(alone.json(), answer)
+    return answers
+
+
+def named(reference: dict) -> str:
+    """The name of the component a JSON Schema's `$ref` points to."""
+    return reference["$ref"].rsplit("/", 1)[1]
+
+
+def answer_schema(door: Door, route: str) -> tuple[dict, dict]:
+    """The JSON Schema of the door's answer to one text on `route`, from its OpenAPI document, and the document's
+    named schemas, for the `$ref`s in it."""
+    document = call(door, "GET", "/openapi.json").json()
+    result = document["paths"][route]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
+    components = document["components"]["schemas"]
+    return components[named(result["anyOf"][0])], components
+
+
+@contextlib.contextmanager
+def client_on(protocol: str, server, door: Door, client_type: Callable, model: str, **options) -> Iterator:
+    """A `client_type` client of `model` over `protocol` (the server's gRPC or HTTP URL, or the door's), made with
+    `options`; closed after."""
+    url = {"grpc": server.options.grpc_url, "http": server.options.http_url, "door": door.url}[protocol]
+    client = client_type(model, url, protocol, **options)
+    try:
+        yield client
+    finally:
+        client.close()

@@ -18,7 +18,7 @@ from kit.control.configs import REPO_ROOT
 from kit.control.exports import export_python
 from samples.texts import MULTILINGUAL, sample_texts
 from tests.served.conftest import TEXT_ENCODERS
-from tests.served.doors import assert_problem, call
+from tests.served.doors import answer_schema, answers_as_alone, assert_problem, call, client_on
 from tests.served.text_specs import ask, assert_empty_text_fails_alone, assert_texts_share_executions
 
 OUTPUTS = ("EMBEDDING", "CHUNK_EMBEDDINGS", "CHUNK_SPANS")
@@ -83,23 +83,20 @@ def test_an_empty_text_fails_alone_among_good_ones(model, server, references):
     assert_empty_text_fails_alone(server.options.grpc_url, model, TEXTS, OUTPUTS, as_alone(references, model))
 
 
+def assert_alike_but_float_noise(alone: dict, together: dict) -> None:
+    """Batched with others, a chunk may be padded to a longer bucket and summed in another order: float noise only."""
+    assert [[c["start"], c["end"]] for c in alone["chunks"]] == [[c["start"], c["end"]] for c in together["chunks"]]
+    np.testing.assert_allclose(alone["embedding"], together["embedding"], atol=BATCHING_ATOL, rtol=0)
+
+
 @pytest.mark.parametrize("model", sorted(TEXT_ENCODERS))
 def test_the_door_serves_a_text_encoder_and_documents_its_dimensions(model, door, brought_models, references):
     route = brought_models[model].door_route
-    together = call(door, "POST", route, json={"texts": TEXTS})
-    assert together.status == 200, together.data[:500]
-    for text, answer, want in zip(TEXTS, together.json(), references[model]):
-        alone = call(door, "POST", route, json={"text": text})
-        assert alone.status == 200, alone.data[:500]
-        # Batched with others, a chunk may be padded to a longer bucket and summed in another order: float noise only.
-        assert [[c["start"], c["end"]] for c in alone.json()["chunks"]] == [[c["start"], c["end"]] for c in answer["chunks"]]
-        np.testing.assert_allclose(alone.json()["embedding"], answer["embedding"], atol=BATCHING_ATOL, rtol=0)
+    for answer, want in zip(answers_as_alone(door, route, TEXTS, assert_alike_but_float_noise), references[model]):
         np.testing.assert_allclose(answer["embedding"], want["embedding"], atol=ATOL)
         assert [[c["start"], c["end"]] for c in answer["chunks"]] == want["spans"]
         np.testing.assert_allclose([c["embedding"] for c in answer["chunks"]], want["chunks"], atol=ATOL)
-    document = call(door, "GET", "/openapi.json").json()
-    result = document["paths"][route]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
-    schema = document["components"]["schemas"][result["anyOf"][0]["$ref"].rsplit("/", 1)[1]]
+    schema, _ = answer_schema(door, route)
     embedding = schema["properties"]["embedding"]
     assert (embedding["minItems"], embedding["maxItems"]) == (DIMENSIONS, DIMENSIONS), embedding
 
@@ -113,12 +110,8 @@ def test_the_door_refuses_an_empty_text_with_a_clear_4xx(model, door, brought_mo
 
 @pytest.mark.parametrize("protocol", ["grpc", "http", "door"])
 def test_the_embedding_client_answers_on_every_transport(protocol, server, door, references):
-    url = {"grpc": server.options.grpc_url, "http": server.options.http_url, "door": door.url}[protocol]
-    client = TextEmbeddingClient("sentences", url, protocol)
-    try:
+    with client_on(protocol, server, door, TextEmbeddingClient, "sentences") as client:
         results = client.embed_many(TEXTS)
-    finally:
-        client.close()
     for result, want in zip(results, references["sentences"]):
         np.testing.assert_allclose(result.embedding, want["embedding"], atol=ATOL)
         assert [[start, end] for start, end, _ in result.chunks] == want["spans"]

@@ -25,7 +25,7 @@ from kit.control.image_task import names
 from kit.control.repository import plan
 from perf.sim.device import SIM
 from tests.served.conftest import IMAGE_CLASSIFIERS
-from tests.served.doors import assert_problem, call
+from tests.served.doors import assert_problem, call, client_on
 from tests.served.statistics import counted, executions
 
 # Served (the preprocessing in numpy, ONNX Runtime, batched) against the processor and PyTorch on each image alone.
@@ -157,12 +157,8 @@ def test_the_door_refuses_a_bad_image_with_a_clear_4xx(door, brought_models):
 @pytest.mark.parametrize("protocol", ["grpc", "http", "door"])
 def test_the_generic_client_answers_by_label_on_every_transport(protocol, server, door, references, checkpoints):
     """clients.image with nothing but the model's name: the labels from the served config (or the door's answer)."""
-    url = {"grpc": server.options.grpc_url, "http": server.options.http_url, "door": door.url}[protocol]
-    client = ImageClassifierClient("scenes", url, protocol)
-    try:
+    with client_on(protocol, server, door, ImageClassifierClient, "scenes") as client:
         results = client.classify_many(IMAGES)
-    finally:
-        client.close()
     for result, want in zip(results, references["scenes"]):
         assert list(result.scores) == label_names(checkpoints, "scenes")
         np.testing.assert_allclose(list(result.scores.values()), want, atol=ATOL)

@@ -23,7 +23,7 @@ from kit.control.ranking_task import names
 from perf.sim.device import SIM
 from samples.texts import MULTILINGUAL, sample_texts
 from tests.served.conftest import TEXT_RANKERS
-from tests.served.doors import call, running_door
+from tests.served.doors import call, client_on, running_door
 from tests.served.statistics import counted, executions
 from tests.served.text_specs import assert_placed_as_radar
 
@@ -135,12 +135,8 @@ def test_the_door_serves_a_cross_encoder_on_its_route_openais_rerank_and_teis(do
 
 @pytest.mark.parametrize("protocol", ["grpc", "http", "door"])
 def test_the_ranking_client_answers_on_every_transport(protocol, server, door, references):
-    url = {"grpc": server.options.grpc_url, "http": server.options.http_url, "door": door.url}[protocol]
-    client = TextRankingClient("passage_ranker", url, protocol, route="/v1/passage-ranker")
-    try:
+    with client_on(protocol, server, door, TextRankingClient, "passage_ranker", route="/v1/passage-ranker") as client:
         ranked = client.rank(QUERY, DOCUMENTS)
-    finally:
-        client.close()
     assert [document.score for document in ranked] == sorted((document.score for document in ranked), reverse=True)
     for document in ranked:
         want = references["passage_ranker"][document.index]

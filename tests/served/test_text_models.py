@@ -20,7 +20,7 @@ from kit.control.text_task import names
 from perf.sim.device import SIM
 from samples.texts import MULTILINGUAL, sample_texts
 from tests.served.conftest import TEXT_CLASSIFIERS, TEXT_ENCODERS, TEXT_SCORERS
-from tests.served.doors import assert_problem, call
+from tests.served.doors import answer_schema, answers_as_alone, assert_problem, call, client_on
 from tests.served.text_specs import ask, assert_empty_text_fails_alone, assert_texts_share_executions
 
 OUTPUTS = ("SCORES", "CHUNK_SCORES", "CHUNK_SPANS")
@@ -87,30 +87,20 @@ def test_the_door_serves_a_text_classifier_by_its_labels(model, door, brought_mo
     labels = json.loads((checkpoints / TEXT_CLASSIFIERS[model][0] / "config.json").read_text())["id2label"]
     labels = [labels[str(i)] for i in range(len(labels))]
     route = brought_models[model].door_route
-    together = call(door, "POST", route, json={"texts": TEXTS})
-    assert together.status == 200, together.data[:500]
-    for text, answer, want in zip(TEXTS, together.json(), references[model]):
-        alone = call(door, "POST", route, json={"text": text})
-        assert alone.status == 200 and alone.json() == answer, "a text of a batched request differs from it sent alone"
+    for answer, want in zip(answers_as_alone(door, route, TEXTS), references[model]):
         assert list(answer["scores"]) == labels and answer["label"] == labels[int(np.argmax(want["scores"]))]
         np.testing.assert_allclose([answer["scores"][label] for label in labels], want["scores"], atol=ATOL)
         assert [[c["start"], c["end"]] for c in answer["chunks"]] == want["spans"]
-    document = call(door, "GET", "/openapi.json").json()
-    result = document["paths"][route]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
-    schema = document["components"]["schemas"][result["anyOf"][0]["$ref"].rsplit("/", 1)[1]]
+    schema, _ = answer_schema(door, route)
     assert schema["properties"]["label"]["enum"] == labels
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http", "door"])
 def test_the_generic_client_answers_by_label_on_every_transport(protocol, server, door, references, checkpoints):
     """clients.text with nothing but the model's name: the labels from the served config (or the door's answer)."""
-    url = {"grpc": server.options.grpc_url, "http": server.options.http_url, "door": door.url}[protocol]
     labels = json.loads((checkpoints / "bert" / "config.json").read_text())["id2label"]
-    client = TextClassifierClient("topics", url, protocol)
-    try:
+    with client_on(protocol, server, door, TextClassifierClient, "topics") as client:
         results = client.classify_many(TEXTS)
-    finally:
-        client.close()
     for result, want in zip(results, references["topics"]):
         assert list(result.scores) == [labels[str(i)] for i in range(len(labels))]
         np.testing.assert_allclose(list(result.scores.values()), want["scores"], atol=ATOL)

@@ -29,7 +29,7 @@ from kit.control.token_task import EXPORTER, names
 from perf.sim.device import SIM
 from samples.texts import MULTILINGUAL, sample_texts
 from tests.served.conftest import TOKEN_CLASSIFIERS
-from tests.served.doors import assert_problem, call
+from tests.served.doors import answer_schema, answers_as_alone, assert_problem, call, client_on, named
 from tests.served.text_specs import ask, assert_placed_as_radar, assert_texts_share_executions
 
 OUTPUTS = ("ENTITY_LABELS", "ENTITY_SCORES", "ENTITY_SPANS", "ENTITY_WORDS", "CHUNK_SPANS", "TOKENS")
@@ -128,19 +128,13 @@ def test_an_empty_text_and_one_not_utf8_fail_alone_among_good_ones(server, refer
 @pytest.mark.parametrize("model", sorted(TOKEN_CLASSIFIERS))
 def test_the_door_serves_a_token_classifier_by_its_entity_types(model, door, brought_models, references):
     route = brought_models[model].door_route
-    together = call(door, "POST", route, json={"texts": TEXTS})
-    assert together.status == 200, together.data[:500]
-    for text, answer, want in zip(TEXTS, together.json(), references[model]):
-        alone = call(door, "POST", route, json={"text": text})
-        assert alone.status == 200 and alone.json() == answer, "a text of a batched request differs from it sent alone"
+    for answer, want in zip(answers_as_alone(door, route, TEXTS), references[model]):
         assert [(e["label"], e["word"], e["start"], e["end"]) for e in answer["entities"]] == [
             (e["entity_group"], e["word"], e["start"], e["end"]) for e in want
         ]
         np.testing.assert_allclose([e["score"] for e in answer["entities"]], [e["score"] for e in want], atol=ATOL)
-    document = call(door, "GET", "/openapi.json").json()
-    result = document["paths"][route]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
-    schema = document["components"]["schemas"][result["anyOf"][0]["$ref"].rsplit("/", 1)[1]]
-    entity = document["components"]["schemas"][schema["properties"]["entities"]["items"]["$ref"].rsplit("/", 1)[1]]
+    schema, components = answer_schema(door, route)
+    entity = components[named(schema["properties"]["entities"]["items"])]
     assert entity["properties"]["label"]["enum"] == ["PER", "LOC"]
     body = assert_problem(call(door, "POST", route, json={"texts": ["A good text.", " "]}), 422, "invalid-request")
     assert "texts" in body["detail"], body
@@ -148,12 +142,8 @@ def test_the_door_serves_a_token_classifier_by_its_entity_types(model, door, bro
 
 @pytest.mark.parametrize("protocol", ["grpc", "http", "door"])
 def test_the_token_client_answers_on_every_transport(protocol, server, door, references):
-    url = {"grpc": server.options.grpc_url, "http": server.options.http_url, "door": door.url}[protocol]
-    client = TokenClassifierClient("pii", url, protocol)
-    try:
+    with client_on(protocol, server, door, TokenClassifierClient, "pii") as client:
         results = client.entities_many(TEXTS)
-    finally:
-        client.close()
     for result, want in zip(results, references["pii"]):
         assert [(e.label, e.word, e.start, e.end) for e in result.entities] == [
             (e["entity_group"], e["word"], e["start"], e["end"]) for e in want
