@@ -44,7 +44,8 @@ LIMIT_BYTES = 64 * 2**20
 SERVER_WHEEL = "nvidia-pytriton"
 # What the GPU host's Python lacks (docs/GPU.md; the device notes' package list), as the serve lock names them.
 # typing-extensions and werkzeug are there, but maybe older than pydantic and Flask need: newer ones shadow them.
-# pyclipper and qrcode come with the OCR workload, which the perf workloads' registry imports.
+# pyclipper and qrcode come with the OCR workload, which the perf workloads' registry imports; pybase64 with the door,
+# whose image decoding the pixels workload's baselines share.
 CARRIED = (
     "tritonclient",
     "python-rapidjson",
@@ -64,6 +65,7 @@ CARRIED = (
     "blinker",
     "pyclipper",
     "qrcode",
+    "pybase64",
 )
 STUB_CARRIED = ("numpy",)
 # manylinux tags pip matches exactly; `any` last, so that tritonclient comes as its pure-Python wheel.
