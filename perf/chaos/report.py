@@ -60,8 +60,11 @@ def problems(figures: dict) -> list[str]:
     found += [f"{name} still running at the end" for name in figures["unfinished_faults"]]
     if not figures["ready_at_end"]:
         found.append("the kit was not ready at the end")
-    if len(figures["radar_serves"]) != 1:
-        found.append(f"radar serves versions {figures['radar_serves']} at the end, not one")
+    serves = figures["radar_serves"]
+    if isinstance(serves, str):
+        found.append(f"the server did not say which versions of radar serve at the end: {serves}")
+    elif len(serves) != 1:
+        found.append(f"radar serves versions {serves} at the end, not one")
     if figures["supervisor_failure"]:
         found.append(f"the supervisor gave up: {figures['supervisor_failure']}")
     left = figures["left_behind"]
