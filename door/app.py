@@ -25,6 +25,7 @@ from door.canary import Canary, check
 from door.contract import Contract
 from door.health import readiness
 from door.intake import Intake
+from door.memory import trim_every
 from door.observe import Metrics, Observe, exposition, multiprocess
 from door.openai_api import openai_router
 from door.openapi import problems_in_their_media_type, with_schemas
@@ -66,17 +67,17 @@ def create_app(contract: Contract, settings: DoorSettings, upstream: Upstream | 
     @asynccontextmanager
     async def lifespan(_):
         await upstream.open()  # the gRPC asyncio client belongs to the server's event loop
-        watch = None
+        tasks = [asyncio.create_task(trim_every())]
         if canary is not None:
             await canary.run()  # before serving, so that the door's first readiness answer has a verdict
-            watch = asyncio.create_task(canary.watch())
+            tasks.append(asyncio.create_task(canary.watch()))
         try:
             yield
         finally:
-            if watch is not None:
-                watch.cancel()
+            for task in tasks:
+                task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
-                    await watch
+                    await task
             await upstream.close()
             if multiprocess():
                 mark_process_dead(os.getpid())  # this worker's live gauges leave the door's totals
