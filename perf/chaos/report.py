@@ -103,12 +103,15 @@ def markdown(figures: dict, command: str) -> str:
     ]
     memory = figures["memory"]
     if memory:
-        roles = [[name, m["first_mb"], m["last_mb"], m["max_mb"]] for name, m in memory["by_role"].items()]
+        roles = [[name, m["first_mb"], m["last_mb"], m["max_mb"], *m["halves_max_mb"]] for name, m in memory["by_role"].items()]
         total = memory["total"]
         shm, left = memory["shm_live_mb"], memory["shm_left_behind"]
         lines += [
             "",
-            *table(["resident MB", "first fifth (median)", "last fifth (median)", "most"], [*roles, ["all", *total.values()]]),
+            *table(
+                ["resident MB", "first fifth (median)", "last fifth (median)", "most", "most, first half", "most, second half"],
+                [*roles, ["all", *total.values(), "", ""]],
+            ),
             "",
             f"Flat means the last fifth's median within {GROWTH:g} x the first fifth's + {SLACK_MB:g} MB in all, and + "
             f"{ROLE_SLACK_MB:g} MB for each process by role.",
