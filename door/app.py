@@ -25,7 +25,6 @@ from door.canary import Canary, check
 from door.contract import Contract
 from door.health import readiness
 from door.intake import Intake
-from door.memory import trim_every
 from door.observe import Metrics, Observe, exposition, multiprocess
 from door.openai_api import openai_router
 from door.openapi import problems_in_their_media_type, with_schemas
@@ -67,17 +66,17 @@ def create_app(contract: Contract, settings: DoorSettings, upstream: Upstream | 
     @asynccontextmanager
     async def lifespan(_):
         await upstream.open()  # the gRPC asyncio client belongs to the server's event loop
-        tasks = [asyncio.create_task(trim_every())]
+        watch = None
         if canary is not None:
             await canary.run()  # before serving, so that the door's first readiness answer has a verdict
-            tasks.append(asyncio.create_task(canary.watch()))
+            watch = asyncio.create_task(canary.watch())
         try:
             yield
         finally:
-            for task in tasks:
-                task.cancel()
+            if watch is not None:
+                watch.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                    await watch
             await upstream.close()
             if multiprocess():
                 mark_process_dead(os.getpid())  # this worker's live gauges leave the door's totals
