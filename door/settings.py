@@ -71,7 +71,7 @@ class DoorSettings:
         2048, int, "texts the door holds waiting for a request to a text model; beyond, a call is refused with 429"
     )
     max_in_flight: int = setting(
-        1024,
+        512,
         int,
         "inference requests the door holds at once; beyond, one is refused with 429 before its body is read (a flood's "
         "memory is bounded)",
