@@ -126,7 +126,14 @@ def create_app(contract: Contract, settings: DoorSettings, upstream: Upstream | 
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
-    app.add_middleware(Intake, caps=routes.caps, default_cap=DEFAULT_CAP, timeout=settings.body_timeout)
+    app.add_middleware(
+        Intake,
+        caps=routes.caps,
+        default_cap=DEFAULT_CAP,
+        timeout=settings.body_timeout,
+        max_in_flight=settings.max_in_flight,
+        retry_after=lambda: max((flow.retry_after() for flow in upstream.flows.values()), default=1),
+    )
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,

@@ -26,7 +26,7 @@ TITLES = {
     "unsupported-image": "The image is not in a format the model reads",
     "missing-api-key": "An API key is needed",
     "invalid-input": "The model refused the input",
-    "overloaded": "The model's queue is full: retry after the time given",
+    "overloaded": "The model's queue or the door is full: retry after the time given",
     "unavailable": "Triton is unavailable or restarting: retry after the time given",
     "upstream-timeout": "Triton did not answer in time",
     "upstream-error": "Triton failed on this request",

@@ -70,6 +70,12 @@ class DoorSettings:
     coalesce_waiting: int = setting(
         2048, int, "texts the door holds waiting for a request to a text model; beyond, a call is refused with 429"
     )
+    max_in_flight: int = setting(
+        512,
+        int,
+        "inference requests the door holds at once; beyond, one is refused with 429 before its body is read (a flood's "
+        "memory is bounded)",
+    )
     body_timeout: float = setting(30.0, float, "seconds for a whole body to arrive (a slow drip holds nothing longer)")
     triton_timeout: float = setting(120.0, float, "seconds for Triton's answer to one request")
     rate_window: float = setting(10.0, float, "seconds over which a model's answer rate is measured for Retry-After")
@@ -88,7 +94,7 @@ class DoorSettings:
                 )
         if self.coalesce_in_flight < 0:
             raise SettingsError(f"the coalesce in flight must be 0 (off) or more, not {self.coalesce_in_flight}")
-        for name in ("max_texts", "coalesce_waiting", "max_retry_after", "unavailable_retry_after"):
+        for name in ("max_texts", "coalesce_waiting", "max_in_flight", "max_retry_after", "unavailable_retry_after"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"the {name.replace('_', ' ')} must be at least 1, not {getattr(self, name)}")
 

@@ -60,8 +60,11 @@ def problems(figures: dict) -> list[str]:
     found += [f"{name} still running at the end" for name in figures["unfinished_faults"]]
     if not figures["ready_at_end"]:
         found.append("the kit was not ready at the end")
-    if len(figures["radar_serves"]) != 1:
-        found.append(f"radar serves versions {figures['radar_serves']} at the end, not one")
+    serves = figures["radar_serves"]
+    if isinstance(serves, str):
+        found.append(f"the server did not say which versions of radar serve at the end: {serves}")
+    elif len(serves) != 1:
+        found.append(f"radar serves versions {serves} at the end, not one")
     if figures["supervisor_failure"]:
         found.append(f"the supervisor gave up: {figures['supervisor_failure']}")
     left = figures["left_behind"]
@@ -100,12 +103,15 @@ def markdown(figures: dict, command: str) -> str:
     ]
     memory = figures["memory"]
     if memory:
-        roles = [[name, m["first_mb"], m["last_mb"], m["max_mb"]] for name, m in memory["by_role"].items()]
+        roles = [[name, m["first_mb"], m["last_mb"], m["max_mb"], *m["halves_max_mb"]] for name, m in memory["by_role"].items()]
         total = memory["total"]
         shm, left = memory["shm_live_mb"], memory["shm_left_behind"]
         lines += [
             "",
-            *table(["resident MB", "first fifth (median)", "last fifth (median)", "most"], [*roles, ["all", *total.values()]]),
+            *table(
+                ["resident MB", "first fifth (median)", "last fifth (median)", "most", "most, first half", "most, second half"],
+                [*roles, ["all", *total.values(), "", ""]],
+            ),
             "",
             f"Flat means the last fifth's median within {GROWTH:g} x the first fifth's + {SLACK_MB:g} MB in all, and + "
             f"{ROLE_SLACK_MB:g} MB for each process by role.",

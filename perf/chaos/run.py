@@ -19,10 +19,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tritonclient.utils import InferenceServerException
+
 from kit.control.configs import ARTIFACTS, REPO_ROOT
 from kit.control.models import main as kit_main
 from kit.control.specs import ModelSpec, read_specs
-from kit.server.deploy import Repository
+from kit.server.deploy import GONE, Repository
 from perf.chaos import answers, report
 from perf.chaos.faults import KINDS, Faults
 from perf.chaos.load import ClosedLoop, Kind, Tally, radar, resnet50, tensors
@@ -107,6 +109,15 @@ class Injections:
         return [thread.name for thread in self.threads if thread.is_alive()]
 
 
+def radar_serves(kit: ServedKit, log) -> list[int] | str:
+    """RADAR's versions serving at the end; where the server does not say (it refused or dropped the question), why,
+    which the verdict fails: the run ends with its report, not a traceback."""
+    try:
+        return Repository(kit.repository, kit.server.options.http_url, None, log).serving("radar")
+    except (InferenceServerException, *GONE) as exc:
+        return f"{type(exc).__name__}: {exc}"[:300]
+
+
 def run(options: Options, log=print) -> dict:
     """The run's figures and its verdict's problems (none: it passed)."""
     shutil.rmtree(options.work / "versions", ignore_errors=True)  # what an earlier run deployed
@@ -135,7 +146,7 @@ def run(options: Options, log=print) -> dict:
         clients.stop(options.grace)
         seconds = time.monotonic() - start
         ready = report.wait_ready(watch, READY_WAIT_S)
-        serving = Repository(kit.repository, kit.server.options.http_url, None, log).serving("radar")
+        serving = radar_serves(kit, log)
         stubs_at_end = kit.describe()
         watch.stop()
     finally:

@@ -85,7 +85,8 @@ class Watch:
 
     def memory_figures(self, settle: float) -> dict:
         """Each role's and the total's resident MB: median over the run's first and last fifth of samples after
-        `settle` (monotonic time: warm-up and the first requests' allocations), and the most seen."""
+        `settle` (monotonic time: warm-up and the first requests' allocations), the most seen, and the most seen in
+        each half (a process that keeps each burst's mark has a second half no higher than its first's)."""
         steady = [(t, roles) for t, roles in self.memory if t >= settle]
         if len(steady) < 10:
             return {}
@@ -100,8 +101,10 @@ class Watch:
             )
 
         roles = {name: {"first_mb": median(first, name), "last_mb": median(last, name)} for name in names}
+        half = len(steady) // 2
         for name in names:
             roles[name]["max_mb"] = max(r.get(name, 0.0) for _, r in steady)
+            roles[name]["halves_max_mb"] = [max(r.get(name, 0.0) for _, r in part) for part in (steady[:half], steady[half:])]
         total = {"first_mb": median(first), "last_mb": median(last), "max_mb": round(max(sum(r.values()) for _, r in steady), 1)}
         shm = [s for s in self.shm if s[0] >= settle]
         return {

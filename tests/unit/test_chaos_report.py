@@ -1,8 +1,14 @@
-"""A chaos run's verdict on memory (perf.chaos.report): flat in all, and process by process."""
+"""A chaos run's verdict (perf.chaos.report): memory flat in all and process by process, and a run whose server does
+not say at the end which versions serve reported as failed, not crashed."""
 
 from __future__ import annotations
 
+import socket
+from pathlib import Path
+from types import SimpleNamespace
+
 from perf.chaos.report import problems
+from perf.chaos.run import radar_serves
 
 
 def figures(by_role: dict[str, tuple[float, float]]) -> dict:
@@ -30,3 +36,16 @@ def test_one_process_that_grows_fails_the_run_though_the_total_stays_within_its_
 def test_flat_processes_and_a_role_of_a_moment_pass():
     run = figures({"door": (100.8, 110.0), "tritonserver": (61.9, 63.8), "addr2line": (0.0, 0.0), "sh": (0.0, 1.6)})
     assert problems(run) == []
+
+
+def test_a_server_that_refuses_the_last_question_fails_the_run_with_why():
+    """Asked which versions of radar serve at the end, a refused connection is the run's answer, not a traceback."""
+    with socket.socket() as bound:  # bound, never listening: every connection to it is refused, and nobody can take it
+        bound.bind(("127.0.0.1", 0))
+        kit = SimpleNamespace(
+            repository=Path("."), server=SimpleNamespace(options=SimpleNamespace(http_url=f"127.0.0.1:{bound.getsockname()[1]}"))
+        )
+        serves = radar_serves(kit, print)
+    assert "Connection refused" in serves
+    run = figures({"door": (100.8, 110.0)}) | {"radar_serves": serves}
+    assert problems(run) == [f"the server did not say which versions of radar serve at the end: {serves}"]
