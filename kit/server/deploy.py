@@ -120,8 +120,10 @@ class Repository:
                 raise DeployError(f"{model} {version} was still unloading after {timeout:.0f} s")
             time.sleep(0.2)
 
-    def wait_ready(self, timeout: float = RESTART_TIMEOUT) -> None:
-        """Waits until the server answers ready: after a restart it serves the configs on disk."""
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Waits until the server answers ready (RESTART_TIMEOUT at most): after a restart it serves the configs on
+        disk."""
+        timeout = RESTART_TIMEOUT if timeout is None else timeout
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -130,7 +132,7 @@ class Repository:
             except (InferenceServerException, *GONE):
                 pass
             if time.monotonic() > deadline:
-                raise DeployError(f"Triton was not ready again within {timeout:.0f} s; it serves the configs on disk")
+                raise DeployError(f"Triton was not ready within {timeout:.0f} s; it serves the configs on disk")
             time.sleep(0.5)
 
     def load(self, config: mc.ModelConfig) -> None:
@@ -209,6 +211,18 @@ def entry_scores(repo: Repository, texts, model: str, version: int | None = None
     return scores
 
 
+def serving_once_ready(repo: Repository, entry: str) -> list[int]:
+    """The versions of `entry` that serve, asked once the server is ready: a deploy started while a supervisor
+    restarts the server waits for it, as a roll-back does, instead of failing on the refused connection."""
+    for attempt in range(ROLLBACK_ATTEMPTS):
+        repo.wait_ready()
+        try:
+            return repo.serving(entry)
+        except (InferenceServerException, *GONE) as exc:  # gone again between ready and the question
+            if attempt == ROLLBACK_ATTEMPTS - 1:
+                raise DeployError(f"Triton did not say which versions of {entry} serve: {exc}") from None
+
+
 def deploy(
     repo: Repository, name: str, version: int, artifacts: Path, profile: str = "cpu", log: Callable[[str], None] = print
 ) -> Outcome:
@@ -216,7 +230,7 @@ def deploy(
     models = TextModels.of(repo, name)
     entry, texts, classifier = every = models.all
     old = {model: repo.config_on_disk(model) for model in every}
-    serving = repo.serving(entry)
+    serving = serving_once_ready(repo, entry)
     if len(serving) != 1:
         raise DeployError(f"{entry} serves versions {serving}; deploy needs exactly one")
     previous = serving[0]

@@ -3,6 +3,7 @@ derives from the export (the canary's golden set)."""
 
 import json
 import shutil
+import socket
 from dataclasses import replace
 
 import pytest
@@ -13,6 +14,7 @@ from kit.control.profiles import load_profile
 from kit.control.repository import build, check_one_canary, pin_steps, plan
 from kit.control.tasks import shipped_models
 from kit.control.text_task import derive
+from kit.server import deploy
 from kit.server.deploy import DeployError, Repository, TextModels
 from tests.profiles import canonical, profile_data, variant
 
@@ -183,6 +185,23 @@ def test_a_model_update_reads_a_text_models_three_models_from_its_entrys_config(
             TextModels.of(repo, "nothing")
     finally:
         repo.close()
+
+
+def test_a_model_update_started_while_the_server_restarts_waits_for_it(tmp_path, radar_artifacts, monkeypatch):
+    """A deploy that begins while a supervisor restarts the server (its connections refused) waits for it to be ready,
+    as a roll-back does, and says so when it never is; it failed on the refused connection (a chaos run's broken
+    deploy landed in a restart)."""
+    monkeypatch.setattr(deploy, "RESTART_TIMEOUT", 1.0)
+    build("cpu", tmp_path / "repo", radar_artifacts.parent, specs={})
+    with socket.socket() as bound:  # bound, never listening: every connection to it is refused, and nobody can take it
+        bound.bind(("127.0.0.1", 0))
+        repo = Repository(tmp_path / "repo", f"127.0.0.1:{bound.getsockname()[1]}", None, print)
+        try:
+            with pytest.raises(DeployError, match="Triton was not ready within 1 s"):
+                deploy.deploy(repo, "radar", 2, radar_artifacts)
+        finally:
+            repo.close()
+    assert not (tmp_path / "repo" / "radar" / "2").exists()
 
 
 def test_a_shipped_spec_whose_export_folder_is_missing_names_the_export_step(tmp_path, radar_artifacts):
