@@ -286,16 +286,25 @@ def test_a_door_of_two_workers_answers_as_triton_does_and_its_metrics_add_up(ser
             finally:
                 connection.close()
 
+        def samples() -> dict[str, float]:
+            rows = fresh("GET", "/metrics")[1].decode().splitlines()
+            return {name: float(value) for name, value in (row.rsplit(" ", 1) for row in rows if row and row[0] != "#")}
+
+        # The door answers once one worker is up; the other may still run its first canary (a request in flight to
+        # Triton) until its own startup completes: both have when two canary runs are counted.
+        deadline = time.monotonic() + 60
+        while samples().get('door_canary_runs_total{result="ok"}', 0) < 2:
+            assert time.monotonic() < deadline, "the second worker did not start within 60 s"
+            time.sleep(0.2)
         for text, score in zip(texts, expected):
             status, body = fresh("POST", "/v1/radar", {"text": text})
             assert status == 200, body[:300]
             assert json.loads(body)["score"] == pytest.approx(score, abs=1e-5)
         served = 'door_requests_total{method="POST",route="/v1/radar",status="200"}'
         for _ in range(6):  # whichever worker answers the scrape, it reports the door's total
-            rows = fresh("GET", "/metrics")[1].decode().splitlines()
-            samples = {name: float(value) for name, value in (row.rsplit(" ", 1) for row in rows if row and row[0] != "#")}
-            assert samples[served] == len(texts), samples
-            assert samples["door_requests_in_flight"] == 1.0, "the scrape itself, in whichever worker took it"
-            assert samples['door_triton_in_flight{model="radar"}'] == 0.0
-            assert samples["door_canary_ok"] == 1.0 and samples['door_canary_runs_total{result="ok"}'] >= 2, "one run per worker"
+            now = samples()
+            assert now[served] == len(texts), now
+            assert now["door_requests_in_flight"] == 1.0, "the scrape itself, in whichever worker took it"
+            assert now['door_triton_in_flight{model="radar"}'] == 0.0
+            assert now["door_canary_ok"] == 1.0 and now['door_canary_runs_total{result="ok"}'] >= 2, "one run per worker"
     assert door.process.returncode is not None
