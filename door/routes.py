@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from tritonclient.utils import triton_to_np_dtype
@@ -29,6 +29,7 @@ from kit.control.configs import wire_type
 
 JSON = "application/json"
 FORM = "multipart/form-data"
+RAW = "application/octet-stream"  # a pixels route's float32 bytes, their shape in the query
 ENVELOPE = 64 * 1024  # room in a body for JSON keys, form headers and boundaries
 TENSOR_BODY = 16 * 1024 * 1024  # a tensor route's body: JSON numbers of any count, so a fixed cap
 JSON_ESCAPE = 6  # a JSON string may spell each byte of its text as \u00XX
@@ -133,16 +134,20 @@ class Routes:
         self.caps[path] = JSON_ESCAPE * limit + ENVELOPE
         return path, limit, request(limit, self.settings.max_texts)
 
-    def add_post(self, path: str, route: Callable, model: str, doc: str, result, schema: type[BaseModel]) -> None:
+    def add_post(
+        self, path: str, route: Callable, model: str, doc: str, result, schema: type[BaseModel], others: dict | None = None
+    ) -> None:
         """`route` as POST `path`, named for the model and described by `doc` in the OpenAPI document: a JSON body of
-        `schema` in, `result` out."""
+        `schema` in (or one of `others`: media type -> its content and query parameters), `result` out."""
         route.__name__, route.__doc__ = model, doc
+        extra = request_body(json_body(schema) | {media: content for media, (content, _) in (others or {}).items()})
+        parameters = [parameter for _, query in (others or {}).values() for parameter in query]
         self.router.add_api_route(
             path.removeprefix("/v1"),
             route,
             methods=["POST"],
             response_model=result,
-            openapi_extra=request_body(json_body(schema)),
+            openapi_extra=extra | ({"parameters": parameters} if parameters else {}),
         )
 
     def add_text_route(self, model: str, answer: Callable, result: type[BaseModel], doc: str) -> None:
@@ -217,29 +222,32 @@ class Routes:
         )
 
     def add_pixels_route(self, model: str, doc: str) -> None:
-        """A pixel tensor's route: one normalised image of any size as raw float32, each class's probability out."""
+        """A pixel tensor's route: one normalised image of any size as raw float32, in JSON (base64) or as the bytes
+        themselves (`?shape=` in the query); each class's probability out."""
         served = self.contract[model]
         channels = served.dims["INPUT"][0]
         max_pixels = served.settings.max_image_pixels
         schema = schemas.pixels_request(channels, max_pixels)
+        shape_type = TypeAdapter(schemas.pixels_shape(channels, max_pixels))
         result = schemas.classes_result(model, served.labels)
         self.caps[served.route] = math.ceil(4 * channels * max_pixels * 4 / 3) + ENVELOPE
 
         async def pixels_route(request: Request):
-            body = parse(schema, await self.body(request, JSON))
-            _, height, width = body.shape
-            if height * width > max_pixels:
-                raise Problem(
-                    413,
-                    "image-too-large",
-                    f"the image is {height}x{width} = {height * width} pixels; the model takes at most {max_pixels}",
-                )
-            array = await run_in_threadpool(float32_array, body.data, (channels, height, width))
+            if media_type(request) == RAW:  # the bytes as they are: nothing to decode, no copy
+                shape = query_shape(request.query_params.get("shape"), shape_type)
+                check_pixels(shape, max_pixels)
+                array = float32_array(await self.body(request, RAW), shape)
+            else:  # JSON, or a 415 that names both
+                body = parse(schema, await self.body(request, JSON, RAW))
+                check_pixels(body.shape, max_pixels)
+                array = float32_array(base64_data(body.data), body.shape)  # SIMD base64: no thread to hop to
             tensor = array[np.newaxis] if served.batched else array
             outputs = await self.upstream.infer(model, {"INPUT": tensor}, request.state.request_id)
             return classes_result(outputs["PROBS"].reshape(-1), served.labels)
 
-        self.add_post(served.route, pixels_route, model, doc, result, schema)
+        raw = ({"schema": {"type": "string", "format": "binary"}}, [schemas.pixels_query(channels, max_pixels)])
+        doc += " As JSON (base64 data), or as the bytes themselves (application/octet-stream, the shape in the query)."
+        self.add_post(served.route, pixels_route, model, doc, result, schema, {RAW: raw})
 
     def add_tensor_route(self, model: str, served: Served, doc: str) -> None:
         """A spec's model (kit.control.specs): its inputs as nested JSON arrays in, its outputs out, by tensor name."""
@@ -347,11 +355,39 @@ async def uploaded(request: Request) -> bytes:
     return await upload.read()
 
 
-def float32_array(text: str, shape: tuple[int, ...]) -> np.ndarray:
+def query_shape(text: str | None, shape_type: TypeAdapter) -> tuple[int, int, int]:
+    """A binary body's shape from the query (`?shape=3,224,224`), checked as a JSON body's `shape` is."""
+    if text is None:
+        raise Problem(422, "invalid-request", "a binary body's shape goes in the query: ?shape=channels,height,width")
     try:
-        raw = images.strict_base64(text)
+        sides = [int(side) for side in text.split(",")]
+    except ValueError:
+        raise Problem(422, "invalid-request", f"shape: {text!r} is not integers separated by commas") from None
+    try:
+        return shape_type.validate_python(tuple(sides))
+    except ValidationError as exc:
+        raise invalid([{**error, "loc": ("shape", *error["loc"])} for error in exc.errors()]) from None
+
+
+def check_pixels(shape: tuple[int, int, int], max_pixels: int) -> None:
+    _, height, width = shape
+    if height * width > max_pixels:
+        raise Problem(
+            413,
+            "image-too-large",
+            f"the image is {height}x{width} = {height * width} pixels; the model takes at most {max_pixels}",
+        )
+
+
+def base64_data(text: str) -> bytes:
+    try:
+        return images.strict_base64(text)
     except (binascii.Error, ValueError):
         raise Problem(400, "malformed-body", "data is not base64") from None
+
+
+def float32_array(raw: bytes, shape: tuple[int, ...]) -> np.ndarray:
+    """`raw`'s float32 values as an array of `shape`, sharing its memory; 400 unless it holds exactly that many."""
     want = 4 * math.prod(shape)
     if len(raw) != want:
         raise Problem(400, "malformed-body", f"data holds {len(raw)} bytes; shape {list(shape)} needs {want} (float32)")

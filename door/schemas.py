@@ -160,14 +160,33 @@ def float32_base64_length(values: int) -> int:
     return 4 * math.ceil(4 * values / 3)
 
 
-def pixels_request(channels: int, max_pixels: int) -> type[BaseModel]:
+def pixels_shape(channels: int, max_pixels: int) -> object:
+    """A pixels route's shape, [channels, height, width]: the served channel count, sides from 1 to `max_pixels` (the
+    JSON body's `shape`, and a binary body's `?shape=` in the query)."""
     Side = Annotated[int, Field(ge=1, le=max_pixels)]  # noqa: N806 (a type)
+    return tuple[Literal[channels], Side, Side]  # type: ignore[valid-type]
 
+
+def pixels_query(channels: int, max_pixels: int) -> dict:
+    """The OpenAPI parameter of a binary body's shape. Required with that body alone, which a parameter cannot say:
+    the route answers 422 without it."""
+    return {
+        "name": "shape",
+        "in": "query",
+        "required": False,
+        "schema": {"type": "string", "pattern": f"^{channels},[1-9][0-9]*,[1-9][0-9]*$"},
+        "description": f"with an application/octet-stream body (and only then): its shape as `{channels},height,width`; "
+        f"height x width at most {max_pixels}",
+        "example": f"{channels},224,224",
+    }
+
+
+def pixels_request(channels: int, max_pixels: int) -> type[BaseModel]:
     class PixelsRequest(Strict):
         """A normalised image as raw float32: base64 of little-endian bytes in C order, not a JSON list of
         numbers, which would be about three times larger, slower to parse and not exact."""
 
-        shape: tuple[Literal[channels], Side, Side] = Field(  # type: ignore[valid-type]
+        shape: pixels_shape(channels, max_pixels) = Field(  # type: ignore[valid-type]
             description=f"[{channels}, height, width]; height x width at most {max_pixels}"
         )
         data: str = Field(

@@ -11,6 +11,7 @@ import numpy as np
 import tritonclient.grpc.aio as grpcaio
 from tritonclient.utils import InferenceServerException
 
+from door import wire
 from door.coalesce import REFUSED, Coalescer
 from door.contract import Contract
 from door.flow import Flow
@@ -60,15 +61,19 @@ class Upstream:
             if settings.coalesce_in_flight and served.texts_at_once > 1
         }
         self.client: grpcaio.InferenceServerClient | None = None
+        self.inference: wire.Channel | None = None  # inference requests, built by door.wire
         # The version of each model that answered last: a new one is loaded without a restart (kit.server.deploy).
         self.versions: dict[str, str] = {}
 
     async def open(self) -> None:
         self.client = grpcaio.InferenceServerClient(self.settings.triton)
+        self.inference = wire.Channel(self.settings.triton)
 
     async def close(self) -> None:
         if self.client is not None:
             await self.client.close()
+        if self.inference is not None:
+            await self.inference.close()
 
     async def infer(self, model: str, arrays: dict[str, np.ndarray], request_id: str = "") -> dict[str, np.ndarray]:
         """One request's outputs, counted in the model's Flow."""
@@ -118,22 +123,11 @@ class Upstream:
         """One request of the inputs of `model`'s route (to `model` and its outputs, unless `asked` says otherwise):
         its outputs, or the Problem its refusal is."""
         served = self.contract[model]
-        inputs = []
-        for name, array in arrays.items():
-            tensor = grpcaio.InferInput(name, list(array.shape), served.datatype(name))
-            tensor.set_data_from_numpy(array)
-            inputs.append(tensor)
         asked = asked or Asked(model, served.outputs)
-        outputs = [grpcaio.InferRequestedOutput(name) for name in asked.outputs]
+        datatypes = {name: served.datatype(name) for name in arrays}
+        message = wire.request(asked.target, arrays, datatypes, asked.outputs, request_id, asked.parameters)
         try:
-            result = await self.client.infer(
-                asked.target,
-                inputs,
-                outputs=outputs,
-                request_id=request_id,
-                client_timeout=seconds,
-                parameters=asked.parameters,
-            )
+            result = await self.inference.infer(message, seconds)
         except InferenceServerException as exc:
             raise self.problem(model, exc) from None
         if asked.target == model:

@@ -7,7 +7,8 @@ Two things a JSON Schema cannot state, given to the generator as the document na
 - a pixels route's body (resnet50's, any image classifier of pixels') has `data` of 4 x channels x
   height x width bytes, and height x width is within the served limit: a body generated as valid gets
   a shape cut to $DOOR_FUZZ_PIXELS (at most the served limit, smaller to bound the run's time on a
-  CPU) and data of its length. A body generated as invalid is left as it was drawn;
+  CPU) and data of its length; a valid binary body (application/octet-stream) gets a `?shape=` so cut
+  (one where none was drawn) and bytes of its length. A body generated as invalid is left as it was drawn;
 - a tensor route's valid body is a tensor, and within what the tests' own models take (tensor_bodies).
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import io
+import math
 import os
 
 import schemathesis
@@ -44,13 +46,29 @@ def map_case(context, case):
     body = case.body
     valid = case.meta is not None and not case.meta.generation.mode.is_negative
     if valid and isinstance(body, dict) and {"shape", "data"} <= set(body):  # a pixels route's (resnet50's, shapes')
-        channels, height, width = (int(side) for side in body["shape"])
-        budget = int(os.environ["DOOR_FUZZ_PIXELS"])
-        height = min(height, budget)
-        width = min(width, budget // height)
-        body["shape"] = [channels, height, width]
-        body["data"] = base64.b64encode(bytes(4 * channels * height * width)).decode("ascii")
+        body["shape"] = within_budget(*(int(side) for side in body["shape"]))
+        body["data"] = base64.b64encode(bytes(4 * math.prod(body["shape"]))).decode("ascii")
+    elif valid and case.media_type == "application/octet-stream":  # a pixels route's float32 bytes
+        shape = pixels_shape(case)
+        case.query = {**(case.query or {}), "shape": ",".join(map(str, shape))}
+        case.body = bytes(4 * math.prod(shape))
     return case
+
+
+def within_budget(channels: int, height: int, width: int) -> list[int]:
+    budget = int(os.environ["DOOR_FUZZ_PIXELS"])
+    height = min(height, budget)
+    return [channels, height, min(width, budget // height)]
+
+
+def pixels_shape(case) -> list[int]:
+    """The drawn `?shape=` of a binary pixels body, within the budget; where none was drawn (the parameter is optional,
+    as a JSON body needs none: the route refuses a binary body without it), the parameter's example's channels, 1 x 1."""
+    drawn = (case.query or {}).get("shape")
+    if drawn:
+        return within_budget(*(int(side) for side in str(drawn).split(",")))
+    (parameter,) = (p for p in case.operation.definition.raw["parameters"] if p["name"] == "shape")
+    return [int(parameter["example"].split(",")[0]), 1, 1]
 
 
 def rectangular(value, shape: list[int]):

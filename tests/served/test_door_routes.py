@@ -120,14 +120,17 @@ def test_the_model_clients_give_the_same_results_through_the_door(door, server):
     ][0].chunk_spans
 
 
-def test_resnet_answer_equals_tritons(door, grpc_client):
+def test_resnet_answer_equals_tritons_as_float32_bytes_and_as_json(door, grpc_client):
     import tritonclient.grpc as grpcclient
 
     image = np.random.default_rng(63).standard_normal((3, 40, 52), dtype=np.float32)
     tensor = grpcclient.InferInput("INPUT", [1, 3, 40, 52], "FP32")
     tensor.set_data_from_numpy(image[np.newaxis])
     expected = grpc_client.infer("resnet50", [tensor]).as_numpy("PROBS")[0]
-    np.testing.assert_allclose(DoorClient(door.url).resnet50(image), expected, rtol=1e-4, atol=1e-7)
+    client = DoorClient(door.url)
+    by_bytes, by_json = client.resnet50(image), client.resnet50(image, binary=False)
+    np.testing.assert_allclose(by_bytes, expected, rtol=1e-4, atol=1e-7)
+    np.testing.assert_array_equal(by_bytes, by_json)  # the same tensor reaches Triton either way
 
 
 def png_header(width: int, height: int) -> bytes:
@@ -152,6 +155,15 @@ def test_limits_refuse_with_a_clear_4xx_before_anything_reaches_triton(door, grp
     assert "pixels" in assert_problem(call(door, "POST", "/v1/ocr", json={"image": bomb}), 413, "image-too-large")["detail"]
     assert_problem(call(door, "POST", "/v1/ocr", fields={"image": ("x.txt", b"plain text, no image")}), 415, "unsupported-image")
     assert_problem(call(door, "POST", "/v1/resnet50", json={"shape": [3, 2000, 2000], "data": "A" * 16}), 413, "image-too-large")
+    raw = {"Content-Type": "application/octet-stream"}
+    pixels = bytes(4 * 3 * 8 * 8)
+    for query, status, kind in [
+        ("?shape=3,8,9", 400, "malformed-body"),  # the bytes of an 8 x 8 image, a shape of 8 x 9
+        ("?shape=3,8", 422, "invalid-request"),
+        ("", 422, "invalid-request"),
+        ("?shape=3,2000,2000", 413, "image-too-large"),
+    ]:
+        assert_problem(call(door, "POST", f"/v1/resnet50{query}", body=pixels, headers=raw), status, kind)
     assert_problem(
         call(door, "POST", "/v1/radar", body=b"text=hello", headers={"Content-Type": "text/plain"}), 415, "unsupported-media-type"
     )
@@ -274,16 +286,25 @@ def test_a_door_of_two_workers_answers_as_triton_does_and_its_metrics_add_up(ser
             finally:
                 connection.close()
 
+        def samples() -> dict[str, float]:
+            rows = fresh("GET", "/metrics")[1].decode().splitlines()
+            return {name: float(value) for name, value in (row.rsplit(" ", 1) for row in rows if row and row[0] != "#")}
+
+        # The door answers once one worker is up; the other may still run its first canary (a request in flight to
+        # Triton) until its own startup completes: both have when two canary runs are counted.
+        deadline = time.monotonic() + 60
+        while samples().get('door_canary_runs_total{result="ok"}', 0) < 2:
+            assert time.monotonic() < deadline, "the second worker did not start within 60 s"
+            time.sleep(0.2)
         for text, score in zip(texts, expected):
             status, body = fresh("POST", "/v1/radar", {"text": text})
             assert status == 200, body[:300]
             assert json.loads(body)["score"] == pytest.approx(score, abs=1e-5)
         served = 'door_requests_total{method="POST",route="/v1/radar",status="200"}'
         for _ in range(6):  # whichever worker answers the scrape, it reports the door's total
-            rows = fresh("GET", "/metrics")[1].decode().splitlines()
-            samples = {name: float(value) for name, value in (row.rsplit(" ", 1) for row in rows if row and row[0] != "#")}
-            assert samples[served] == len(texts), samples
-            assert samples["door_requests_in_flight"] == 1.0, "the scrape itself, in whichever worker took it"
-            assert samples['door_triton_in_flight{model="radar"}'] == 0.0
-            assert samples["door_canary_ok"] == 1.0 and samples['door_canary_runs_total{result="ok"}'] >= 2, "one run per worker"
+            now = samples()
+            assert now[served] == len(texts), now
+            assert now["door_requests_in_flight"] == 1.0, "the scrape itself, in whichever worker took it"
+            assert now['door_triton_in_flight{model="radar"}'] == 0.0
+            assert now["door_canary_ok"] == 1.0 and now['door_canary_runs_total{result="ok"}'] >= 2, "one run per worker"
     assert door.process.returncode is not None

@@ -230,6 +230,7 @@ DOOR_IMPORTS = {
     "cv2": "opencv-python-headless",
     "PIL": "pillow",
     "google": "protobuf",
+    "grpc": "grpcio",
     "prometheus_client": "prometheus-client",
     "fastapi_offline": "fastapi-offline",
 }

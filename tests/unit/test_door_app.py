@@ -145,6 +145,31 @@ def test_resnet_takes_base64_float32_and_sends_a_batch_of_one(client):
     np.testing.assert_array_equal(client.upstream.sent[-1][1]["INPUT"], image[np.newaxis])
 
 
+def test_resnet_takes_the_float32_bytes_with_the_shape_in_the_query_as_it_takes_json(client):
+    image = np.arange(3 * 4 * 5, dtype=np.float32).reshape(3, 4, 5)
+    raw = {"Content-Type": "application/octet-stream"}
+    by_bytes = client.post("/v1/resnet50?shape=3,4,5", content=image.tobytes(), headers=raw)
+    by_json = client.post("/v1/resnet50", json={"shape": [3, 4, 5], "data": base64.b64encode(image.tobytes()).decode()})
+    assert by_bytes.status_code == 200 and by_bytes.json() == by_json.json()
+    assert [arrays["INPUT"].tolist() for _, arrays, _ in client.upstream.sent] == [image[np.newaxis].tolist()] * 2
+
+
+def test_bad_binary_pixels_get_a_clear_problem_and_reach_no_model(client, contract):
+    raw = {"Content-Type": "application/octet-stream"}
+    data = bytes(4 * 3 * 4 * 4)
+    for query, status, kind in [
+        ("", 422, "invalid-request"),
+        ("?shape=3,4", 422, "invalid-request"),
+        ("?shape=3,four,4", 422, "invalid-request"),
+        ("?shape=1,4,4", 422, "invalid-request"),
+        ("?shape=3,0,4", 422, "invalid-request"),
+        ("?shape=3,4,5", 400, "malformed-body"),
+        (f"?shape=3,{contract['resnet50'].settings.max_image_pixels},2", 413, "image-too-large"),
+    ]:
+        assert_problem(client.post(f"/v1/resnet50{query}", content=data, headers=raw), status, kind)
+    assert client.upstream.sent == []
+
+
 @pytest.mark.parametrize(
     "body, status, kind",
     [
@@ -246,6 +271,9 @@ def test_openapi_document_states_the_served_limits(client, contract):
     ), "a blank text is refused by the model, so by the schema"
     resnet = document["paths"]["/v1/resnet50"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert resnet["properties"]["shape"]["prefixItems"][0] == {"const": contract["resnet50"].dims["INPUT"][0], "type": "integer"}
+    pixels = document["paths"]["/v1/resnet50"]["post"]
+    assert set(pixels["requestBody"]["content"]) == {"application/json", "application/octet-stream"}
+    assert [(p["name"], p["in"], p["required"]) for p in pixels["parameters"]] == [("shape", "query", False)]
     ocr = document["paths"]["/v1/ocr"]["post"]["requestBody"]["content"]
     assert set(ocr) == {"application/json", "multipart/form-data"}
     assert ocr["application/json"]["schema"]["properties"]["image"]["minLength"] == 1
