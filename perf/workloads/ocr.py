@@ -3,8 +3,7 @@ FastAPI + uvicorn service it replaces (same pipeline, same PP-OCRv4 models), and
 
 Images travel as base64 text to every target, as web clients send them: in Triton's `IMAGE` BYTES
 element (the `ocr` model takes raw bytes or base64 text) and in the baseline's JSON body, so both
-sides decode the same base64. (perf_analyzer's `b64` form would put the raw bytes on the wire, but
-it copies each request's inputs into its profile export, which raw PNG bytes leave unparseable.)
+sides decode the same base64.
 """
 
 from __future__ import annotations
@@ -30,11 +29,11 @@ def spec_images(spec_input: dict) -> list[bytes]:
     return mixed_images(spec_input["count"], spec_input["seed"])
 
 
-def ocr_inputs(out_dir: Path, spec_input: dict) -> InputSet:
+def ocr_inputs(spec_input: dict) -> InputSet:
     """A spec's images as base64, in every form a load generator sends them."""
     images = spec_images(spec_input)
     encoded = [base64.b64encode(data).decode("ascii") for data in images]
-    return input_set(out_dir, spec_input["name"], images, 1.0, "IMAGE", [{"image": e} for e in encoded])
+    return input_set(spec_input["name"], images, 1.0, "IMAGE", [{"image": e} for e in encoded])
 
 
 def per_image(row: dict) -> list[str]:
@@ -101,7 +100,7 @@ class Ocr(Workload):
         return f"{nets} entry={entry.get('instances', 1)}{timeout}{changed}"
 
     def setup(self, spec: dict, model_dir: Path, work: Path) -> dict[str, InputSet]:
-        return {s["name"]: ocr_inputs(work / "inputs", s) for s in spec["inputs"]}
+        return {s["name"]: ocr_inputs(s) for s in spec["inputs"]}
 
     def limit(self, spec: dict, model_dir: Path, work: Path, inputs: dict[str, InputSet]) -> dict:
         """In images/s: the kit's pipeline in-process on the limit set's images."""

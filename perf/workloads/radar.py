@@ -47,12 +47,12 @@ def kit_runner(classifier: dict[str, str]) -> dict:
     return {"dtype": r.dtype, "device": r.device, "ladder": r.batch_ladder, "lengths": lengths, "graphs": r.cuda_graphs}
 
 
-def radar_inputs(out_dir: Path, spec_input: dict, pipeline: TextPipeline) -> InputSet:
+def radar_inputs(spec_input: dict, pipeline: TextPipeline) -> InputSet:
     """A spec's texts (samples.texts), in every form a load generator sends them, knowing their chunks per text."""
     s = spec_input
     texts = sample_texts(s["count"], s["min_chars"], s["max_chars"], seed=s["seed"])
     per_text = radar_limit.chunks_per_text(pipeline, texts)
-    return input_set(out_dir, s["name"], texts, per_text, "TEXT", [{"text": t} for t in texts])
+    return input_set(s["name"], texts, per_text, "TEXT", [{"text": t} for t in texts])
 
 
 def per_text(texts: str, classifier: str, entry: str, row: dict) -> list[str]:
@@ -162,7 +162,7 @@ class Radar(Workload):
 
     def setup(self, spec: dict, model_dir: Path, work: Path) -> dict[str, InputSet]:
         pipeline = self.pipeline(spec, model_dir, work)
-        return {s["name"]: radar_inputs(work / "inputs", s, pipeline) for s in spec["inputs"]}
+        return {s["name"]: radar_inputs(s, pipeline) for s in spec["inputs"]}
 
     def limit(self, spec: dict, model_dir: Path, work: Path, inputs: dict[str, InputSet]) -> dict:
         """The limit in chunks/s on the network the spec's `limit` names (default: the kit's), on its runner."""
