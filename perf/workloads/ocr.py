@@ -69,8 +69,8 @@ class Ocr(Workload):
     entry, workers, artifacts = "ocr", "ocr_det", "ocr"
     needs = ("det/model.onnx", "cls/model.onnx", "rec/model.onnx")
     request = item = "image"
-    baselines = {"uvicorn": Baseline("uvicorn", "perf.baselines.fastapi_ocr:app", "FastAPI + uvicorn")}
-    endpoint = "ocr"
+    baselines = {"uvicorn": Baseline("uvicorn", "perf.baselines.fastapi_app:app", "FastAPI + uvicorn")}
+    endpoint = "predict"
     door_route = "v1/ocr"
     goals = {
         "limit": {"share": 0.9, "from_clients": 8},
@@ -111,7 +111,7 @@ class Ocr(Workload):
         return result
 
     def baseline_environment(self, family: str, setting: dict, model_dir: Path, work: Path) -> dict[str, str]:
-        return {"OCR_MODEL_DIR": str(model_dir.resolve())}
+        return {"BASELINE_MODEL": "ocr", "OCR_MODEL_DIR": str(model_dir.resolve())}
 
     def inputs_line(self, spec: dict) -> str:
         return "; ".join(map(input_line, spec["inputs"]))

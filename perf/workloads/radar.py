@@ -91,9 +91,9 @@ class Radar(Workload):
     answers = ("SCORE", "CHUNK_SCORES")  # the entry's text and chunk outputs: one label's (RADAR's AI-generated one)
     request, item = "text", "chunk"
     baselines = {
-        "flask": Baseline("flask", "perf.baselines.flask_radar:app", "Flask"),
-        "gunicorn": Baseline("gunicorn", "perf.baselines.flask_radar:app", "gunicorn gthread"),
-        "uvicorn": Baseline("uvicorn", "perf.baselines.fastapi_radar:app", "FastAPI + uvicorn"),
+        "flask": Baseline("flask", "perf.baselines.flask_app:app", "Flask"),
+        "gunicorn": Baseline("gunicorn", "perf.baselines.flask_app:app", "gunicorn gthread"),
+        "uvicorn": Baseline("uvicorn", "perf.baselines.fastapi_app:app", "FastAPI + uvicorn"),
         "batcher": Baseline("uvicorn", "perf.baselines.fastapi_batcher:app", "FastAPI + asyncio batcher"),
     }
     endpoint = "predict"
@@ -198,7 +198,7 @@ class Radar(Workload):
         if "bucket_count" in setting:
             variant[self.entry] = {"parameters": {"bucket_count": str(setting["bucket_count"])}}
         params, clf = self.served(model_dir, work / "kit-settings", variant | self.graph_variant(setting))
-        env = {"RADAR_MODEL_DIR": str(model_dir.resolve()), "RADAR_SETTINGS": json.dumps(params)}
+        env = {"BASELINE_MODEL": "radar", "RADAR_MODEL_DIR": str(model_dir.resolve()), "RADAR_SETTINGS": json.dumps(params)}
         if "sim_table" in clf:
             table = str(SIM / clf["sim_table"])
             env |= {"RADAR_RUNNER": "sim", "RADAR_SIM_TABLE": table, "RADAR_SIM_CURVE": clf["curve"]}
