@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--model", help="measure the model of a spec (models/NAME.toml) instead of a shipped workload")
     s.add_argument("--models", type=Path, default=MODELS, help="the folder of model specs")
     s.add_argument("--out", type=Path, help="results, plots and REPORT.md (default: build/perf/results-<spec>)")
-    s.add_argument("--work", type=Path, default=REPO_ROOT / "build" / "perf", help="repositories, logs, raw perf_analyzer files")
+    s.add_argument("--work", type=Path, default=REPO_ROOT / "build" / "perf", help="repositories and logs")
     s.add_argument("--families", nargs="+", help="only these target families")
     s.add_argument("--max-concurrency", type=int, help="leave out the spec's loads above this many clients")
     s.add_argument("--deadline", type=float, help="Unix time by which the run must have written its results")

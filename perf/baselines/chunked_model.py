@@ -5,7 +5,7 @@ it (CHUNKED_SETTINGS: its pairs or tokens model's parameters, so the same length
 variant serves (CHUNKED_GRAPH) in one ONNX Runtime session per process. The door's JSON body in, the door's answer out:
 {"query", "documents"} -> {"documents": [{"index", "score", "chunks"}]}, or {"text"} -> {"entities", "chunks"}.
 
-    MODEL_SPEC=models/reranker.toml CHUNKED_SETTINGS='{...}' CHUNKED_GRAPH=model.cpu.onnx python -m perf.baselines.flask_spec
+    MODEL_SPEC=models/reranker.toml CHUNKED_SETTINGS='{...}' CHUNKED_GRAPH=model.cpu.onnx python -m perf.baselines.flask_app
 
 A request's items (its documents, or its text) are one row each: the batcher design runs many requests' rows as one
 plan, their chunks or windows merged into the graph's batches as the kit's pairs or tokens model merges them.
@@ -59,7 +59,7 @@ def door_answer(task: str, found: Sequence) -> dict:
 
 class ChunkedModel:
     """The TensorModel interface (perf.baselines.tensor_model): `arrays` of a body, `run` on rows, `answer` of a
-    request's outputs, so that every design of perf.baselines.*_spec serves it."""
+    request's outputs, so that every design of perf.baselines.flask_app, fastapi_app, fastapi_spec_batcher serves it."""
 
     inputs_in_threads = False  # a body's texts are made into rows on the event loop; the tokenizer runs in `run`
 

@@ -3,7 +3,7 @@
 kit.pipelines.image_processing.Preprocessing as `NAME_pixels`, the graph in one ONNX Runtime session per process.
 The door's JSON body in ({"image": "<base64>"}, what the door takes), the door's answer out ({"label", "scores"}).
 
-    MODEL_SPEC=models/pets.toml ORT_THREADS=2 python -m perf.baselines.flask_spec --port 5000
+    MODEL_SPEC=models/pets.toml ORT_THREADS=2 python -m perf.baselines.flask_app --port 5000
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from perf.baselines.planned import planned
 
 class ImageModel:
     """The TensorModel interface (perf.baselines.tensor_model): `arrays` of a body, `run` on rows, `answer` of a row's
-    outputs, so that every design of perf.baselines.*_spec serves either."""
+    outputs, so that every design of perf.baselines.flask_app, fastapi_app, fastapi_spec_batcher serves either."""
 
     inputs_in_threads = True  # an image's decoding and preprocessing run in FastAPI's thread pool, off the event loop
 

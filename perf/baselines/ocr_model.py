@@ -23,6 +23,7 @@ from kit.adapters.custom_pipeline import in_process_networks, load_definition
 from kit.control.tasks import shipped_specs
 from kit.pipelines.custom import Definition, Networks
 from kit.pipelines.encoded_images import decode_image
+from kit.pipelines.errors import InputError
 from kit.runners.onnx import Graphs
 from ocr.pipeline import OcrResult
 from ocr.reader import NetworkEngines, ReaderSettings, TextReader
@@ -63,6 +64,13 @@ class OcrModel:
         would reject. The pipeline's model calls run one after another here (the sessions are called directly)."""
         image = decode_image(data, self.settings.max_pixels, self.settings.max_image_bytes)
         return asyncio.run(self.pipeline.read(image, self.engines))
+
+    def predict(self, body: object) -> dict:
+        """A per-request design's answer to a JSON body {"image": "<base64>"}: {"lines": [{"text", "score", "box"}]}."""
+        image = body.get("image") if isinstance(body, dict) else None
+        if not isinstance(image, str):
+            raise InputError('the body must be {"image": "<base64 of a JPEG, PNG, BMP or WebP file>"}')
+        return {"lines": self.lines(image.encode("utf-8"))}
 
     def lines(self, data: bytes) -> list[dict]:
         result = self.read(data)

@@ -3,7 +3,7 @@ this process (kit.pipelines.custom), its networks in ONNX Runtime sessions of th
 ({"inputs": {tensor: nested arrays}}, strings for BYTES). The same module and graphs as the kit serves, so the only
 difference between the designs is how they serve it.
 
-    MODEL_SPEC=models/tabular.toml ORT_THREADS=2 python -m perf.baselines.flask_spec --port 5000
+    MODEL_SPEC=models/tabular.toml ORT_THREADS=2 python -m perf.baselines.flask_app --port 5000
 """
 
 from __future__ import annotations

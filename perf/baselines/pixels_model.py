@@ -4,7 +4,7 @@ its own size (no padding: the hand-rolled batcher merges equal shapes only, as T
 kit's merge). The door's JSON body in ({"shape": [3, h, w], "data": "<base64 float32>"}), the door's answer out
 ({"probs", "top"}, door.routes.classes_result).
 
-    MODEL_SPEC=models/shapes.toml ORT_THREADS=2 python -m perf.baselines.flask_spec --port 5000
+    MODEL_SPEC=models/shapes.toml ORT_THREADS=2 python -m perf.baselines.flask_app --port 5000
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def graph_inputs(image: np.ndarray) -> dict[str, np.ndarray]:
 
 class PixelsModel:
     """The TensorModel interface (perf.baselines.tensor_model): `arrays` of a body, `run` on rows, `answer` of a row's
-    outputs, so that every design of perf.baselines.*_spec serves it."""
+    outputs, so that every design of perf.baselines.flask_app, fastapi_app, fastapi_spec_batcher serves it."""
 
     inputs_in_threads = False  # a body is one base64 decode
 

@@ -31,6 +31,7 @@ import numpy as np
 
 from kit.adapters.artifacts import graph_output, text_pipeline
 from kit.adapters.settings import TextSettings
+from kit.pipelines.errors import InputError
 from kit.pipelines.text.pipeline import TextPlan, decode_text
 from kit.runners.onnx import make_session
 from perf.sim.device import SimulatedModel
@@ -90,6 +91,13 @@ class RadarModel:
         """One request's chunks, one session run per length bucket: no batching across requests."""
         plan = self.plan(text)
         return self.respond(plan, [self.logits(g.input_ids, g.attention_mask) for g in plan.groups])
+
+    def predict(self, body: object) -> dict:
+        """A per-request design's answer to a JSON body {"text": ...}."""
+        text = body.get("text") if isinstance(body, dict) else None
+        if not isinstance(text, str):
+            raise InputError("the body must be a JSON object with a string field 'text'")
+        return self.classify(text)
 
 
 def committed(model_dir: Path) -> tuple[dict, dict]:

@@ -2,7 +2,7 @@
 process, the door's JSON body in ({"inputs": {tensor: nested arrays}}), its answer's JSON out. The tensors and
 their types come from the config the kit derives from the same spec, so every design reads the same body.
 
-    MODEL_SPEC=models/scorer.toml ORT_THREADS=2 python -m perf.baselines.flask_spec --port 5000
+    MODEL_SPEC=models/scorer.toml ORT_THREADS=2 python -m perf.baselines.flask_app --port 5000
 """
 
 from __future__ import annotations

@@ -4,9 +4,8 @@ cut off half-way, so that a run on a host with a hard time limit (the GPU host's
 everything it measured and says what it left out.
 
 Estimates come from the spec's `budget` section (seconds; the defaults below) and from the loads
-themselves: a closed-loop window knows its length; a perf_analyzer point does not, and counts as
-`point_s`. `call_s` adds them up for a suite run in turns as deploy/gpu_host/run.sh runs it, its set-up included,
-so that a unit test can hold a GPU call to the time it is given.
+themselves: a closed-loop window knows its length. `call_s` adds them up for a suite run in turns as
+deploy/gpu_host/run.sh runs it, its set-up included, so that a unit test can hold a GPU call to the time it is given.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from collections.abc import Callable
 # The last servers' shutdown (TritonServer.stop's SIGINT wait and the stubs' reaping, at worst) and the report.
 STOP_S = 35.0
 REPORT_S = 5.0
-ESTIMATES = {"start_s": 60.0, "limit_s": 60.0, "point_s": 30.0, "accuracy_s": 10.0}
+ESTIMATES = {"start_s": 60.0, "limit_s": 60.0, "accuracy_s": 10.0}
 # Per point beyond its warm-up and window: the client's set-up, the counters read at both bounds, the printout.
 POINT_OVERHEAD_S = 1.0
 # run.sh's set-up before the sweep on the GPU host: the server unpacked, the carried wheels installed, the overlay, the
@@ -50,9 +49,8 @@ class Budget:
         return seconds <= self.left()
 
     def point_s(self, load) -> float:
-        """A point's estimate: a window's own length, else the spec's `point_s`."""
-        seconds = getattr(load, "seconds", None)
-        return seconds + POINT_OVERHEAD_S if seconds is not None else self.estimates["point_s"]
+        """A point's estimate: its window's own length."""
+        return load.seconds + POINT_OVERHEAD_S
 
     def __getitem__(self, step: str) -> float:
         return self.estimates[step]

@@ -2,16 +2,13 @@
 
 `items` are the workload's own (texts, encoded images, tensors), what its limit computes on. The same
 requests go to Triton as `tensors` (by input name, for the closed loop's gRPC client) and to the door
-and the baselines as JSON `bodies`; perf_analyzer reads them from --input-data files:
-{"data": [{"TEXT": ...}]} for the entry model, {"data": [{"payload": [{...}]}]} for its `openai`
-service kind (a JSON POST per request).
+and the baselines as JSON `bodies`.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -21,8 +18,6 @@ class InputSet:
     name: str
     items: list  # one per request: texts, encoded images, or tensors by input name
     per_request: float  # what a request carries in the workload's unit: RADAR's chunks per text, one image
-    triton: Path | None = None
-    http: Path | None = None
     tensors: list[dict[str, np.ndarray]] = field(default_factory=list)
     bodies: list[bytes] = field(default_factory=list)
 
@@ -32,26 +27,14 @@ def bytes_tensor(name: str, value: str) -> dict[str, np.ndarray]:
     return {name: np.array([value.encode("utf-8")], dtype=np.object_)}
 
 
-def input_set(out_dir: Path, name: str, items: list, per_request: float, tensor: str, bodies: list[dict]) -> InputSet:
+def input_set(name: str, items: list, per_request: float, tensor: str, bodies: list[dict]) -> InputSet:
     """Requests whose Triton form is one BYTES element `tensor` holding each JSON body's only value (a text, a
-    base64 image), written as perf_analyzer's --input-data files too."""
+    base64 image)."""
     values = [next(iter(body.values())) for body in bodies]
-    triton, http = write_pair(out_dir, name, [{tensor: {"content": [v], "shape": [1]}} for v in values], bodies)
     return InputSet(
         name,
         items,
         per_request,
-        triton,
-        http,
         tensors=[bytes_tensor(tensor, v) for v in values],
         bodies=[json.dumps(body).encode("utf-8") for body in bodies],
     )
-
-
-def write_pair(out_dir: Path, name: str, triton: list[dict], http: list[dict]) -> tuple[Path, Path]:
-    """The same requests as Triton inputs and as JSON bodies; returns (triton, http) --input-data files."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = out_dir / f"{name}.triton.json", out_dir / f"{name}.http.json"
-    paths[0].write_text(json.dumps({"data": triton}))
-    paths[1].write_text(json.dumps({"data": [{"payload": [body]} for body in http]}))
-    return paths

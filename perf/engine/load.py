@@ -1,12 +1,11 @@
-"""A closed-loop load generator in this process, for what perf_analyzer cannot drive (ResNet's raw FP32
-tensors of many shapes) or where there is none (the GPU host: it ships in tritonclient's platform wheel,
-which is not carried): `concurrency` asyncio clients, each sending its next request as soon as its
-previous answer arrived. Triton is reached over gRPC (tritonclient's asyncio client, the input set's
-tensors); the door and the baselines by JSON POSTs (aiohttp, a keep-alive connection per client, the
-input set's bodies), so every design gets the same loop and the same figures.
+"""The load generator of every point, in this process: `concurrency` asyncio clients, each sending its next request
+as soon as its previous answer arrived. Triton is reached over gRPC (tritonclient's asyncio client, the input set's
+tensors); the door and the baselines by JSON POSTs (aiohttp, a keep-alive connection per client, the input set's
+bodies), so every design gets the same loop and the same figures. (perf_analyzer, which drove the older committed
+runs, cannot send ResNet's raw FP32 tensors of many shapes and is not carried to the GPU host.)
 
-A point is a warm-up, then a measured window: requests answered inside it, their latencies, and
-the server trees' CPU, this process's CPU and the target's counters at its two bounds. No memory
+A point is a warm-up, then a measured window: requests answered inside it, their latencies, and the server trees'
+CPU, this process's CPU and the target's counters at its two bounds, and the trees' peak memory after it. No memory
 sampler runs beside it: its thread would count as client CPU.
 """
 
@@ -17,7 +16,6 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import aiohttp
 import numpy as np
@@ -26,7 +24,7 @@ import tritonclient.grpc.aio as aioclient
 from tritonclient.utils import np_to_triton_dtype
 
 from perf.engine.inputs import InputSet
-from perf.engine.procstats import cpu_seconds_by_role
+from perf.engine.procstats import cpu_seconds_by_role, peak_rss_bytes
 from perf.engine.targets import difference
 
 JSON = {"Content-Type": "application/json"}
@@ -51,9 +49,10 @@ class Window:
         """What the point takes, for a time budget."""
         return self.warmup_s + self.duration_s
 
-    def measure(self, target, inputs: InputSet, out_dir: Path, name: str) -> dict:
+    def measure(self, target, inputs: InputSet) -> dict:
         loop = grpc_loop if target.protocol == "grpc" else http_loop
-        return asyncio.run(loop(target, inputs, self))
+        row = asyncio.run(loop(target, inputs, self))
+        return row | {"peak_rss_mb": round(peak_rss_bytes(target.pids) / 2**20)}
 
 
 def snapshot(target) -> dict:

@@ -1,25 +1,23 @@
-"""One measured point, whichever load generator drives it (perf_analyzer's `Load`, the closed loop's
-`Window`): the target and load it ran, what was measured, the workload's own figures, a simulated device's busy
-seconds where one served it, and where asked the GPU's utilisation and the target's GPU memory over its window
-(perf.engine.gpu)."""
+"""One measured point, a closed-loop `Window` (perf.engine.load): the target and load it ran, what was measured, the
+workload's own figures, a simulated device's busy seconds where one served it, and where asked the GPU's utilisation
+and the target's GPU memory over its window (perf.engine.gpu)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from perf.engine.gpu import GpuSampler
 from perf.engine.inputs import InputSet
+from perf.engine.load import Window
 from perf.engine.procstats import tree
 
 
-def measure(target, inputs: InputSet, load, out_dir: Path, name: str, sample_gpu: bool = False) -> dict:
+def measure(target, inputs: InputSet, load: Window, sample_gpu: bool = False) -> dict:
     w = target.workload
     if sample_gpu:
-        with GpuSampler(lambda: {p.pid for p in tree(target.pids)}, delay_s=getattr(load, "warmup_s", 0.0)) as sampler:
-            m = load.measure(target, inputs, out_dir, name)
+        with GpuSampler(lambda: {p.pid for p in tree(target.pids)}, delay_s=load.warmup_s) as sampler:
+            m = load.measure(target, inputs)
         m["gpu"] = sampler.summary()
     else:
-        m = load.measure(target, inputs, out_dir, name)
+        m = load.measure(target, inputs)
     counters = {k: m.pop(k) for k in ("triton", "metrics") if k in m}
     device = m.pop("device", {})
     row = {

@@ -5,10 +5,8 @@ root pid or several."""
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable, Iterable
-from pathlib import PurePath
+from collections.abc import Iterable
+from pathlib import Path, PurePath
 
 import psutil
 
@@ -79,44 +77,14 @@ def rss_bytes_by_role(pids: Pids) -> dict[str, int]:
     return total
 
 
-class TreeMonitor:
-    """Samples a tree while a load runs: its CPU seconds over the run (in all and by role) and its peak
-    resident memory."""
-
-    def __init__(self, pids: Pids, interval: float = 0.5):
-        self.pids = pids
-        self.interval = interval
-        self.peak_rss = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            self.peak_rss = max(self.peak_rss, rss_bytes(self.pids))
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> TreeMonitor:
-        self._roles_start = cpu_seconds_by_role(self.pids)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak_rss = max(self.peak_rss, rss_bytes(self.pids))
-        used = {k: v - self._roles_start.get(k, 0.0) for k, v in cpu_seconds_by_role(self.pids).items()}
-        self.cpu_s_by_role = dict(sorted(used.items(), key=lambda kv: -kv[1]))
-        self.cpu_s = sum(used.values())
-
-
-def idle_detector(pids: Pids, seconds: float) -> Callable[[], bool]:
-    """True once the trees have used no CPU for `seconds` (no request of a run is being served)."""
-    last = [cpu_seconds(pids), time.monotonic()]
-
-    def stalled() -> bool:
-        now = cpu_seconds(pids)
-        if now - last[0] > 0.05:
-            last[:] = [now, time.monotonic()]
-        return time.monotonic() - last[1] > seconds
-
-    return stalled
+def peak_rss_bytes(pids: Pids) -> int:
+    """The tree's peak resident memory: each process's high-water mark (VmHWM), summed. Read once, after a window,
+    so that no sampler thread runs beside the load (its CPU would count as the client's)."""
+    total = 0
+    for process in tree(pids):
+        try:
+            status = Path(f"/proc/{process.pid}/status").read_text()
+        except OSError:  # gone since the tree was listed
+            continue
+        total += next((int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmHWM:")), 0)
+    return total

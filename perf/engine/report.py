@@ -114,8 +114,9 @@ def how_measured(results: dict, w: Workload, out_dir: Path) -> list[str]:
         s.append(f"- Kit: the `{spec['profile']}` profile{at}.")
     if "probe" in spec:
         s.append(
-            f"- Each family's settings were probed at {spec['probe']['concurrency']} clients "
-            f"({spec['probe']['requests']} requests); the best one (highest throughput) is swept below."
+            f"- Each family's settings were probed at {spec['probe']['concurrency']} clients"
+            + (f" ({spec['probe']['requests']} requests)" if "requests" in spec["probe"] else "")
+            + "; the best one (highest throughput) is swept below."
         )
     elif "rounds" in spec:
         s.append(

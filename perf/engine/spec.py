@@ -1,12 +1,10 @@
 """Sweep specs: small declarative JSON files under perf/specs/.
 
 A spec names its workload (default "radar"), the model folder, the input sets, the target families
-with their settings, and the loads. perf_analyzer points send a fixed number of requests
-(`requests`); a spec with a `window` drives closed-loop points of fixed duration instead
-(perf.engine.load). With a `probe`, each family's settings are probed at one load and the best is
-swept; without one, every setting is swept (its windows warm up themselves); with `rounds`, every
-target runs at once and the loads go round in turns (perf.engine.sweep). One ONNX file of the model folder
-runs per spec: the kit's profile setting `graph` and the limit's and a baseline's `graph` name it.
+with their settings, and the loads: closed-loop points of the `window`'s warm-up and duration (perf.engine.load).
+With a `probe`, each family's settings are probed at one load and the best is swept; without one, every setting is
+swept; with `rounds`, every target runs at once and the loads go round in turns (perf.engine.sweep). One ONNX file
+of the model folder runs per spec: the kit's profile setting `graph` and the limit's and a baseline's `graph` name it.
 
 Also: `profile` and `placement` (what kit variants are built from: perf.engine.targets), `gpu` (sample
 the GPU over every point), `budget` (estimates for a deadline: perf.engine.budget), `goals` (the
@@ -19,11 +17,9 @@ under one deadline; a part set to null leaves out the part of the spec it extend
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 from perf.engine.load import Window
-from perf.engine.perf_analyzer import Load
 from perf.engine.targets import merged
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"
@@ -54,8 +50,8 @@ def check(spec: dict, where: str) -> None:
         return
     if "rounds" in spec and "probe" in spec:
         raise ValueError(f"{where}: `rounds` keep every setting running in turns; a `probe` picks one: use one of them")
-    if not {"probe", "window", "rounds"} & set(spec):
-        raise ValueError(f"{where}: a spec without a `probe` sweeps every setting, which needs `window` loads (they warm up)")
+    if "requests" in spec or "window" not in spec:
+        raise ValueError(f"{where}: loads are closed-loop `window`s (warmup_s, duration_s); perf_analyzer's `requests` are gone")
 
 
 def load_spec(name_or_path: str) -> dict:
@@ -76,22 +72,15 @@ def load_spec(name_or_path: str) -> dict:
     return spec
 
 
-def requests_for(spec: dict, concurrency: int) -> int:
-    """A fixed number of requests per point: per_client x clients, within [min, max]."""
-    r = spec["requests"]
-    return max(r["min"], min(r["max"], r["per_client"] * concurrency))
+def window(spec: dict, concurrency: int) -> Window:
+    return Window(concurrency, spec["window"]["warmup_s"], spec["window"]["duration_s"])
 
 
-def sweep_loads(spec: dict, input_name: str) -> list[Load | Window]:
+def sweep_loads(spec: dict, input_name: str) -> list[Window]:
     """The loads of one input set: the spec's `sweep` for its input, `extra[input_name]` for the others."""
     sweep = spec["sweep"] if input_name == spec["sweep"]["input"] else spec["extra"][input_name]
-    if "window" in spec:
-        return [Window(c, spec["window"]["warmup_s"], spec["window"]["duration_s"]) for c in sweep.get("concurrency", [])]
-    loads = [Load(requests_for(spec, c), concurrency=c) for c in sweep.get("concurrency", [])]
-    loads += [Load(max(spec["requests"]["min"], math.ceil(r)), rate=r) for r in sweep.get("rates", [])]
-    return loads
+    return [window(spec, c) for c in sweep.get("concurrency", [])]
 
 
-def probe_load(spec: dict) -> Load:
-    probe = spec["probe"]
-    return Load(probe["requests"], concurrency=probe["concurrency"])
+def probe_load(spec: dict) -> Window:
+    return window(spec, spec["probe"]["concurrency"])

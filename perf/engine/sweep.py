@@ -38,7 +38,7 @@ from kit.server.runtime import install_python_stub, triton_dist
 from perf.engine import gpu
 from perf.engine.budget import Budget
 from perf.engine.inputs import InputSet
-from perf.engine.perf_analyzer import warm_up
+from perf.engine.load import Window
 from perf.engine.point import measure
 from perf.engine.revision import tree_commit
 from perf.engine.spec import probe_load, sweep_loads
@@ -145,13 +145,13 @@ class Run:
                 self.results["warm_ups"][f"{target.family} {target.label}"] = warm
         return started
 
-    def point(self, target, inputs: InputSet, load, name: str, into: str = "sweeps", **tags) -> dict | None:
+    def point(self, target, inputs: InputSet, load: Window, into: str = "sweeps", **tags) -> dict | None:
         """One measured point (the GPU sampled over it where the spec asks), added to the results and saved."""
         what = f"{target.family} {target.label} {inputs.name} {load.label}"
         if not self.fits(what, self.budget.point_s(load)):
             return None
         try:
-            row = measure(target, inputs, load, self.work / "pa", name, sample_gpu=self.spec.get("gpu", False))
+            row = measure(target, inputs, load, sample_gpu=self.spec.get("gpu", False))
         except Exception as exc:
             self.error(what, exc, target.log_path)
             return None
@@ -185,8 +185,8 @@ class Run:
 def sweep_target(run: Run, target, spec: dict, inputs: dict[str, InputSet], **tags) -> None:
     """Every input set at its loads, on a started target."""
     for name, input_set in inputs.items():
-        for i, load in enumerate(sweep_loads(spec, name)):
-            run.point(target, input_set, load, f"{target.family}-{name}-{i}", **tags)
+        for load in sweep_loads(spec, name):
+            run.point(target, input_set, load, **tags)
 
 
 def probe_family(run: Run, family: str, settings: list[dict], spec: dict, inputs: dict, work: Path, **tags) -> None:
@@ -194,13 +194,12 @@ def probe_family(run: Run, family: str, settings: list[dict], spec: dict, inputs
     best, running = None, None
     probe_inputs = inputs[spec["probe"]["input"]]
     try:
-        for index, setting in enumerate(settings):
+        for setting in settings:
             target = make_target(run.w, family, setting, run.model_dir, work)
             if not run.start([target]):
                 continue
             run.accuracy(target, inputs)
-            warm_up(target, probe_inputs, spec["probe"].get("warmup", 8), work / "pa", f"{family}-warmup{index}")
-            row = run.point(target, probe_inputs, probe_load(spec), f"{family}-probe{index}", into="probes", **tags)
+            row = run.point(target, probe_inputs, probe_load(spec), into="probes", **tags)
             if row is not None and (
                 best is None or (not row["error"] and (best["error"] or row["throughput"] > best["throughput"]))
             ):
@@ -262,8 +261,6 @@ def in_turns(run: Run, inputs: dict, families: list[str] | None) -> dict | None:
     try:
         for target in started:
             run.accuracy(target, inputs)
-            if "window" not in spec:  # perf_analyzer points: first executions out of the numbers (a window warms up)
-                warm_up(target, inputs[spec["sweep"]["input"]], spec.get("warmup", 8), run.work / "pa", f"{target.family}-warmup")
         for r in range(spec["rounds"]):
             print(f"round {r + 1}", flush=True)
             lim = run.limit(spec, inputs, run.work)

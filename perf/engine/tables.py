@@ -10,15 +10,6 @@ from perf.engine.workload import Verdict, Workload
 KIT_FAMILIES = ("kit", "control")  # the families served by the kit's Triton, whose counters split its time
 
 
-def by_family(rows: list[dict], input_name: str) -> dict[str, list[dict]]:
-    """The rows of one input set, by target family, in the order they were measured."""
-    out: dict[str, list[dict]] = {}
-    for row in rows:
-        if row["input"] == input_name:
-            out.setdefault(row["family"], []).append(row)
-    return out
-
-
 def sec(ms: float) -> str:
     return f"{ms / 1000:.2f}" if ms < 10_000 else f"{ms / 1000:.1f}"
 

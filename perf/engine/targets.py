@@ -31,7 +31,6 @@ from kit.control.repository import build, plan
 from kit.control.served import ServedModel
 from kit.server.runtime import ServerOptions, TritonServer, answers_ok, free_port
 from kit.server.serve import Door
-from perf.engine.inputs import InputSet
 from perf.engine.workload import Baseline, Workload
 from perf.sim.device import COUNTERS_ENV, busy_seconds
 
@@ -168,9 +167,6 @@ class KitTarget:
     def log_path(self) -> Path:
         return self.workdir / "server.log"
 
-    def load_args(self, inputs: InputSet) -> list[str]:
-        return ["-m", self.workload.entry, "-i", "grpc", "-u", self.grpc_url, "--input-data", str(inputs.triton)]
-
     def statistics(self) -> dict[str, dict]:
         """Triton's cumulative per-model counters (ns), to split a run's time into queue and compute."""
         client = grpcclient.InferenceServerClient(self.grpc_url)
@@ -213,12 +209,6 @@ class KitTarget:
             self.server.stop()
 
 
-def http_load_args(workload: Workload, url: str, route: str, inputs: InputSet) -> list[str]:
-    """perf_analyzer's `openai` service kind: each payload of the --input-data file POSTed as a JSON body."""
-    host = url.removeprefix("http://")
-    return ["-m", workload.entry, "--service-kind", "openai", "--endpoint", route, "-u", host, "--input-data", str(inputs.http)]
-
-
 class DoorTarget(KitTarget):
     """The kit through its front door (`python -m door`, as `make serve` starts it): JSON over HTTP to the
     workload's door route, Triton behind it on the same variant as the kit target's."""
@@ -258,9 +248,6 @@ class DoorTarget(KitTarget):
     @property
     def route(self) -> str:
         return self.workload.door_route
-
-    def load_args(self, inputs: InputSet) -> list[str]:
-        return http_load_args(self.workload, self.http_url, self.route, inputs)
 
     def stop(self) -> None:
         if getattr(self, "door", None) is not None:
@@ -369,9 +356,6 @@ class HttpTarget:
     @property
     def route(self) -> str:
         return self.workload.endpoint
-
-    def load_args(self, inputs: InputSet) -> list[str]:
-        return http_load_args(self.workload, self.http_url, self.route, inputs)
 
     def counters(self) -> dict[str, dict]:
         """A baseline keeps none but a simulated device's."""

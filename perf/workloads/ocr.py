@@ -3,8 +3,7 @@ FastAPI + uvicorn service it replaces (same pipeline, same PP-OCRv4 models), and
 
 Images travel as base64 text to every target, as web clients send them: in Triton's `IMAGE` BYTES
 element (the `ocr` model takes raw bytes or base64 text) and in the baseline's JSON body, so both
-sides decode the same base64. (perf_analyzer's `b64` form would put the raw bytes on the wire, but
-it copies each request's inputs into its profile export, which raw PNG bytes leave unparseable.)
+sides decode the same base64.
 """
 
 from __future__ import annotations
@@ -30,11 +29,11 @@ def spec_images(spec_input: dict) -> list[bytes]:
     return mixed_images(spec_input["count"], spec_input["seed"])
 
 
-def ocr_inputs(out_dir: Path, spec_input: dict) -> InputSet:
+def ocr_inputs(spec_input: dict) -> InputSet:
     """A spec's images as base64, in every form a load generator sends them."""
     images = spec_images(spec_input)
     encoded = [base64.b64encode(data).decode("ascii") for data in images]
-    return input_set(out_dir, spec_input["name"], images, 1.0, "IMAGE", [{"image": e} for e in encoded])
+    return input_set(spec_input["name"], images, 1.0, "IMAGE", [{"image": e} for e in encoded])
 
 
 def per_image(row: dict) -> list[str]:
@@ -70,8 +69,8 @@ class Ocr(Workload):
     entry, workers, artifacts = "ocr", "ocr_det", "ocr"
     needs = ("det/model.onnx", "cls/model.onnx", "rec/model.onnx")
     request = item = "image"
-    baselines = {"uvicorn": Baseline("uvicorn", "perf.baselines.fastapi_ocr:app", "FastAPI + uvicorn")}
-    endpoint = "ocr"
+    baselines = {"uvicorn": Baseline("uvicorn", "perf.baselines.fastapi_app:app", "FastAPI + uvicorn")}
+    endpoint = "predict"
     door_route = "v1/ocr"
     goals = {
         "limit": {"share": 0.9, "from_clients": 8},
@@ -101,7 +100,7 @@ class Ocr(Workload):
         return f"{nets} entry={entry.get('instances', 1)}{timeout}{changed}"
 
     def setup(self, spec: dict, model_dir: Path, work: Path) -> dict[str, InputSet]:
-        return {s["name"]: ocr_inputs(work / "inputs", s) for s in spec["inputs"]}
+        return {s["name"]: ocr_inputs(s) for s in spec["inputs"]}
 
     def limit(self, spec: dict, model_dir: Path, work: Path, inputs: dict[str, InputSet]) -> dict:
         """In images/s: the kit's pipeline in-process on the limit set's images."""
@@ -112,7 +111,7 @@ class Ocr(Workload):
         return result
 
     def baseline_environment(self, family: str, setting: dict, model_dir: Path, work: Path) -> dict[str, str]:
-        return {"OCR_MODEL_DIR": str(model_dir.resolve())}
+        return {"BASELINE_MODEL": "ocr", "OCR_MODEL_DIR": str(model_dir.resolve())}
 
     def inputs_line(self, spec: dict) -> str:
         return "; ".join(map(input_line, spec["inputs"]))

@@ -1,7 +1,7 @@
 """An image classifier of pixels (an image-classification spec with `input = "pixels"`: ResNet-50's, or a user's
 ResNet) on images of many shapes as a workload: Paddle Serving's dynamic-padding experiment on the kit. Images of
-shape (3, 224±50, 224±50) from closed-loop clients (perf.engine.load: perf_analyzer cannot send raw FP32 tensors of
-many shapes); the batching variants are profile overrides of the entry, each on a fresh server, named by `label`:
+shape (3, 224±50, 224±50) from closed-loop clients (perf.engine.load); the batching variants are profile overrides of
+the entry, each on a fresh server, named by `label`:
 
     none     every request computed alone (merge policy `none`)
     triton   Triton's plain dynamic batching: no ragged batches, so equal shapes only

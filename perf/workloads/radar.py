@@ -47,12 +47,12 @@ def kit_runner(classifier: dict[str, str]) -> dict:
     return {"dtype": r.dtype, "device": r.device, "ladder": r.batch_ladder, "lengths": lengths, "graphs": r.cuda_graphs}
 
 
-def radar_inputs(out_dir: Path, spec_input: dict, pipeline: TextPipeline) -> InputSet:
+def radar_inputs(spec_input: dict, pipeline: TextPipeline) -> InputSet:
     """A spec's texts (samples.texts), in every form a load generator sends them, knowing their chunks per text."""
     s = spec_input
     texts = sample_texts(s["count"], s["min_chars"], s["max_chars"], seed=s["seed"])
     per_text = radar_limit.chunks_per_text(pipeline, texts)
-    return input_set(out_dir, s["name"], texts, per_text, "TEXT", [{"text": t} for t in texts])
+    return input_set(s["name"], texts, per_text, "TEXT", [{"text": t} for t in texts])
 
 
 def per_text(texts: str, classifier: str, entry: str, row: dict) -> list[str]:
@@ -91,9 +91,9 @@ class Radar(Workload):
     answers = ("SCORE", "CHUNK_SCORES")  # the entry's text and chunk outputs: one label's (RADAR's AI-generated one)
     request, item = "text", "chunk"
     baselines = {
-        "flask": Baseline("flask", "perf.baselines.flask_radar:app", "Flask"),
-        "gunicorn": Baseline("gunicorn", "perf.baselines.flask_radar:app", "gunicorn gthread"),
-        "uvicorn": Baseline("uvicorn", "perf.baselines.fastapi_radar:app", "FastAPI + uvicorn"),
+        "flask": Baseline("flask", "perf.baselines.flask_app:app", "Flask"),
+        "gunicorn": Baseline("gunicorn", "perf.baselines.flask_app:app", "gunicorn gthread"),
+        "uvicorn": Baseline("uvicorn", "perf.baselines.fastapi_app:app", "FastAPI + uvicorn"),
         "batcher": Baseline("uvicorn", "perf.baselines.fastapi_batcher:app", "FastAPI + asyncio batcher"),
     }
     endpoint = "predict"
@@ -162,7 +162,7 @@ class Radar(Workload):
 
     def setup(self, spec: dict, model_dir: Path, work: Path) -> dict[str, InputSet]:
         pipeline = self.pipeline(spec, model_dir, work)
-        return {s["name"]: radar_inputs(work / "inputs", s, pipeline) for s in spec["inputs"]}
+        return {s["name"]: radar_inputs(s, pipeline) for s in spec["inputs"]}
 
     def limit(self, spec: dict, model_dir: Path, work: Path, inputs: dict[str, InputSet]) -> dict:
         """The limit in chunks/s on the network the spec's `limit` names (default: the kit's), on its runner."""
@@ -198,7 +198,7 @@ class Radar(Workload):
         if "bucket_count" in setting:
             variant[self.entry] = {"parameters": {"bucket_count": str(setting["bucket_count"])}}
         params, clf = self.served(model_dir, work / "kit-settings", variant | self.graph_variant(setting))
-        env = {"RADAR_MODEL_DIR": str(model_dir.resolve()), "RADAR_SETTINGS": json.dumps(params)}
+        env = {"BASELINE_MODEL": "radar", "RADAR_MODEL_DIR": str(model_dir.resolve()), "RADAR_SETTINGS": json.dumps(params)}
         if "sim_table" in clf:
             table = str(SIM / clf["sim_table"])
             env |= {"RADAR_RUNNER": "sim", "RADAR_SIM_TABLE": table, "RADAR_SIM_CURVE": clf["curve"]}

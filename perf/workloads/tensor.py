@@ -38,8 +38,8 @@ class SpecBaselines:
 
     spec: ModelSpec
     baselines = {
-        "flask": Baseline("flask", "perf.baselines.flask_spec:app", "Flask"),
-        "uvicorn": Baseline("uvicorn", "perf.baselines.fastapi_spec:app", "FastAPI + uvicorn"),
+        "flask": Baseline("flask", "perf.baselines.flask_app:app", "Flask"),
+        "uvicorn": Baseline("uvicorn", "perf.baselines.fastapi_app:app", "FastAPI + uvicorn"),
         "batcher": Baseline("uvicorn", "perf.baselines.fastapi_spec_batcher:app", "FastAPI + asyncio batcher"),
     }
 

@@ -1,6 +1,6 @@
 """Soak: a steady stream of requests while the resident memory of the serving processes is sampled;
 after warm-up it must not keep growing. The same soak runs against the Flask baseline (the field
-report's design, perf/baselines/flask_radar.py, same model and pipeline) for comparison.
+report's design, perf/baselines/flask_app.py on RADAR, same model and pipeline) for comparison.
 `make soak` runs it for KIT_SOAK_SECONDS (600) per target instead of 40."""
 
 from __future__ import annotations

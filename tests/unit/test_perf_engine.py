@@ -9,7 +9,6 @@ import pytest
 from perf.__main__ import failed, main
 from perf.engine.budget import Budget
 from perf.engine.load import Window, run_window
-from perf.engine.perf_analyzer import Load
 from perf.engine.report import collapsed
 from perf.engine.spec import load_spec
 from perf.engine.tables import held_by, runner_figures
@@ -51,10 +50,8 @@ def test_a_budget_counts_down_to_the_deadline_less_its_reserve():
     assert Budget(None).allows(1e9)
 
 
-def test_a_point_is_estimated_from_its_window_or_else_from_the_spec():
-    budget = Budget(None, {"point_s": 42.0})
-    assert budget.point_s(Window(8, 2.0, 3.0)) == 6.0
-    assert budget.point_s(Load(64, concurrency=16)) == 42.0
+def test_a_point_is_estimated_from_its_window():
+    assert Budget(None).point_s(Window(8, 2.0, 3.0)) == 6.0
 
 
 # --- goals ------------------------------------------------------------------------------------------------------
@@ -274,7 +271,8 @@ def test_a_spec_extends_another_key_by_key_and_a_suite_names_its_parts(tmp_path)
     "spec, message",
     [
         ({"targets": {"kit": [{}]}, "rounds": 2, "probe": {}}, "use one of them"),
-        ({"targets": {"kit": [{}]}, "requests": {}}, "needs `window` loads"),
+        ({"targets": {"kit": [{}]}, "requests": {}}, "closed-loop `window`s"),
+        ({"targets": {"kit": [{}]}, "probe": {}}, "closed-loop `window`s"),
     ],
 )
 def test_a_sweep_that_cannot_run_its_targets_is_refused(tmp_path, spec, message):
