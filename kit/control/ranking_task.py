@@ -20,12 +20,11 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from kit.adapters.settings import RankingSettings, TextSettings
 from kit.control import exports
-from kit.control.configs import set_parameters, template
 from kit.control.exports import Exporter
 from kit.control.profiles import Profile
 from kit.control.served import ServedModel, adapter
-from kit.control.specs import ModelSpec, door_parameters
-from kit.control.text_task import BATCHES_IN_FLIGHT, MAX_TEXT_BYTES, TextChain, chain_files, place, spec_batching, tokenizing
+from kit.control.specs import ModelSpec
+from kit.control.text_task import MAX_TEXT_BYTES, TextChain, chain_configs, chain_files, place
 
 TASK = "text-ranking"
 CLASSIFIER_FILES = ("model.onnx", "model.onnx.data", "model.cpu.onnx", "checkpoint")
@@ -43,36 +42,19 @@ def ranking_options(spec: ModelSpec) -> list[str]:
 EXPORTER = Exporter("export.ranking_model", ranking_options, lambda spec: {"max_chars": spec.max_chars}, "a cross-encoder")
 
 
-def canonical(spec: ModelSpec, meta: dict, model: dict[str, str]) -> dict[str, mc.ModelConfig]:
-    """Each model's config as the templates and the spec make it, before any profile places it."""
-    entry = template("ranking/entry", model["entry"])
-    set_parameters(entry, door_parameters(spec, TASK))
-    entry.ensemble_scheduling.step[0].model_name = model["pairs"]
-    pairs = template("ranking/pairs", model["pairs"])
-    tokenizing(entry, pairs)
-    classifier = template("text/classifier", model["classifier"])
-    classifier.output[0].dims[:] = [1]
-    if "token_type_ids" in meta["inputs"]:
-        classifier.input.add(name="token_type_ids", data_type=mc.TYPE_INT64, dims=[-1])
-    spec_batching(spec, classifier, pairs)
-    return {model["entry"]: entry, model["pairs"]: pairs, model["classifier"]: classifier}
-
-
 def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
     """The entry, its pairs model and its graph, placed as a text task's three models are."""
     meta = exports.export(spec, EXPORTER)
-    model = names(spec)
+    chain = TextChain(*names(spec).values(), PAIRS_ADAPTER)
+    configs = chain_configs(spec, chain, "ranking/pairs", TASK)
+    configs[chain.graph].output[0].dims[:] = [1]
+    if "token_type_ids" in meta["inputs"]:
+        configs[chain.graph].input.add(name="token_type_ids", data_type=mc.TYPE_INT64, dims=[-1])
     settings = TextSettings(
-        classifier=model["classifier"], max_chars=spec.max_chars, max_text_bytes=MAX_TEXT_BYTES, bucket_count=spec.bucket_count
+        classifier=chain.graph, max_chars=spec.max_chars, max_text_bytes=MAX_TEXT_BYTES, bucket_count=spec.bucket_count
     )
-
-    def pairs(derived: TextSettings) -> RankingSettings:
-        return RankingSettings(
-            **vars(derived), parameters_from=model["entry"], batches_in_flight=BATCHES_IN_FLIGHT, aggregation=spec.aggregation
-        )
-
-    chain = TextChain(model["entry"], model["pairs"], model["classifier"], PAIRS_ADAPTER)
-    return place(spec, profile, chain, canonical(spec, meta, model), chain_files(spec, chain, CLASSIFIER_FILES), settings, pairs)
+    files = chain_files(spec, chain, CLASSIFIER_FILES)
+    return place(spec, profile, chain, configs, files, settings, RankingSettings, aggregation=spec.aggregation)
 
 
 def check_ranking(spec: ModelSpec) -> str:

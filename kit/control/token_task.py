@@ -18,17 +18,14 @@ from __future__ import annotations
 
 import json
 
-from tritonclient.grpc import model_config_pb2 as mc
-
-from kit.adapters.settings import TextSettings, TextsSettings
+from kit.adapters.settings import TextSettings
 from kit.control import exports
-from kit.control.configs import set_parameters, template
 from kit.control.exports import Exporter
 from kit.control.profiles import Profile
 from kit.control.ranking_task import CLASSIFIER_FILES
 from kit.control.served import ServedModel, adapter
-from kit.control.specs import ModelSpec, door_parameters
-from kit.control.text_task import BATCHES_IN_FLIGHT, MAX_TEXT_BYTES, TextChain, chain_files, place, spec_batching, tokenizing
+from kit.control.specs import ModelSpec
+from kit.control.text_task import MAX_TEXT_BYTES, TextChain, chain_configs, chain_files, place
 from kit.pipelines.text.entities import entity_types
 
 TASK = "token-classification"
@@ -49,33 +46,17 @@ def labels(meta: dict) -> list[str]:
     return [meta["id2label"][str(index)] for index in range(int(meta["num_labels"]))]
 
 
-def canonical(spec: ModelSpec, meta: dict, model: dict[str, str]) -> dict[str, mc.ModelConfig]:
-    """Each model's config as the templates and the spec make it, before any profile places it."""
-    entry = template("tokens/entry", model["entry"])
-    set_parameters(entry, door_parameters(spec, "text-entities"))
-    entry.ensemble_scheduling.step[0].model_name = model["tokens"]
-    tokens = template("tokens/tokens", model["tokens"])
-    tokenizing(entry, tokens)
-    classifier = template("text/classifier", model["classifier"])
-    classifier.output[0].dims[:] = [-1, int(meta["num_labels"])]  # a row of label logits per token
-    spec_batching(spec, classifier, tokens)
-    return {model["entry"]: entry, model["tokens"]: tokens, model["classifier"]: classifier}
-
-
 def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
     """The entry, its tokens model and its graph, placed as a text task's three models are."""
     meta = exports.export(spec, EXPORTER)
-    model = names(spec)
+    chain = TextChain(*names(spec).values(), TOKENS_ADAPTER)
+    configs = chain_configs(spec, chain, "tokens/tokens", "text-entities")
+    configs[chain.graph].output[0].dims[:] = [-1, int(meta["num_labels"])]  # a row of label logits per token
     types = json.dumps(entity_types(labels(meta)), ensure_ascii=False)  # what the door's schema names an entity's label
     settings = TextSettings(
-        classifier=model["classifier"], max_chars=0, max_text_bytes=MAX_TEXT_BYTES, bucket_count=spec.bucket_count, labels=types
+        classifier=chain.graph, max_chars=0, max_text_bytes=MAX_TEXT_BYTES, bucket_count=spec.bucket_count, labels=types
     )
-
-    def tokens(derived: TextSettings) -> TextsSettings:
-        return TextsSettings(**vars(derived), parameters_from=model["entry"], batches_in_flight=BATCHES_IN_FLIGHT)
-
-    chain = TextChain(model["entry"], model["tokens"], model["classifier"], TOKENS_ADAPTER)
-    return place(spec, profile, chain, canonical(spec, meta, model), chain_files(spec, chain, CLASSIFIER_FILES), settings, tokens)
+    return place(spec, profile, chain, configs, chain_files(spec, chain, CLASSIFIER_FILES), settings)
 
 
 def check_tokens(spec: ModelSpec) -> str:
