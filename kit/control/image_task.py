@@ -2,21 +2,13 @@
 hub id), served from one encoded image per request, whatever its size, with its processor's preprocessing on the
 server and the images of concurrent requests batched in the classifier.
 
-A spec `NAME` becomes three models: the entry ensemble `NAME` (IMAGE, one PNG / JPEG / BMP / WebP file, in; SCORES,
-each label's probability, out: what the door and clients call), `NAME_pixels` (kit/adapters/image_pixels_model.py:
-decodes and preprocesses each image as the checkpoint's processor does, kit.pipelines.image_processing, so every
-image leaves it at the graph's one size) and `NAME_classifier` (the exported graph, softmax included, placed in each
-profile as ResNet-50's backbone is). A bad image fails alone in `NAME_pixels`; the good ones of its batch go on.
-
-The export (export.image_classifier, run by kit.control.exports at `kit add` and again whenever the checkpoint
-changed) checks its preprocessing against the processor and the graph against PyTorch.
-
-A spec with `input = "pixels"` takes normalised pixels [3, height, width] of any size instead (ResNet-50's contract)
-and becomes two models, from the templates in templates/pixels: the entry `NAME` (INPUT in, PROBS out; kit/adapters/
+A spec `NAME` becomes the entry ensemble `NAME`, `NAME_pixels` (kit/adapters/image_pixels_model.py: decodes and
+preprocesses each image as the checkpoint's processor does, so every image leaves it at the graph's one size, and a
+bad image fails alone) and `NAME_classifier` (the exported graph). A spec with `input = "pixels"` takes normalised
+pixels of any size instead (ResNet-50's contract) and becomes the entry `NAME` (kit/adapters/
 padded_classifier_model.py), which merges the images of concurrent requests across sizes by its `merge_policy` into
-padded runs of `NAME_backbone`, a graph that masks the padding so that a padded image answers as it would alone.
-Its export (export.resnet, any ResNet checkpoint) checks the padded graph against PyTorch and, for the `cost`
-policy, measures the run times the policy predicts from.
+padded runs of `NAME_backbone`, a graph that masks the padding. docs/MODELS.md says what each answers and what the
+exports (export.image_classifier, export.resnet) check.
 """
 
 from __future__ import annotations

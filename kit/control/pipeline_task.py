@@ -1,22 +1,14 @@
 """The `pipeline` task: the escape hatch for custom pre- and post-processing. The spec's source is the user's Python
 module (kit.pipelines.custom: NETWORKS, INPUTS, OUTPUTS and `async def run(inputs, networks)`).
 
-A spec `NAME` becomes the entry `NAME`, a Python model on kit/adapters/pipeline_model.py whose tensors are the
-module's INPUTS and OUTPUTS (rows first, batched as the spec says, with a bounded queue; or, with max_batch_size 0,
-one request's tensors whole, with no batcher, several requests in flight per instance unless its
-`requests_in_flight` is 1), and one model `NAME_<network>` per graph of
-NETWORKS, configured as the `onnx` task configures a graph (kit.control.onnx_task) and placed in each profile as such
-a model is. A network the spec's `networks` maps to another model is that model instead, so that two pipelines share
-one and their calls meet in its batcher: a committed model of the repository, or a model another spec beside it serves
-from a graph of its own (an `onnx` spec's, or another pipeline's network `OTHER_<network>`), whose tensors must be
-those of the module's own graph, which `kit add`'s check runs. The entry calls them over BLS, so the network calls of
-concurrent requests are batched together, or, where a profile sets its `engines` to `in_process`, runs their graphs
-in its own process. The spec's `parameters` are the module's SETTINGS (`parameters_from` takes another entry's where
-it sets none); the door serves the entry at its route, as `door_answer` says (every tensor by name by default).
+A spec `NAME` becomes the entry `NAME` (kit/adapters/pipeline_model.py, the module's INPUTS and OUTPUTS) and one
+model `NAME_<network>` per graph of NETWORKS, configured as the `onnx` task configures a graph (kit.control.onnx_task).
+A network the spec's `networks` maps to another spec's model is that model instead, so that two pipelines share one
+and their calls meet in its batcher; the entry calls its networks over BLS for the same reason, so that the network
+calls of concurrent requests are batched together. docs/MODELS.md says what each key does.
 
-`kit add`'s check loads the module and its graphs and runs the pipeline in this process (kit.adapters.
-custom_pipeline) on random rows (or the module's EXAMPLE), batched and one row at a time: its answers must fit
-OUTPUTS, and a batch's rows must equal the rows run alone, since the server batches concurrent requests' rows.
+`kit add`'s check runs the pipeline in this process (kit.adapters.custom_pipeline) batched and one row at a time: a
+batch's rows must equal the rows run alone, since the server batches concurrent requests' rows.
 """
 
 from __future__ import annotations

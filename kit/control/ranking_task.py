@@ -1,17 +1,7 @@
-"""The `text-ranking` task: any Hugging Face cross-encoder (a one-label `AutoModelForSequenceClassification` read over
-query-document pairs, a checkpoint folder or a hub id), served as the text tasks are (kit.control.text_task's
-placement), from the templates in templates/ranking and the text tasks' classifier template.
-
-A spec `NAME` becomes three models: the entry ensemble `NAME` (QUERY and DOCUMENT in, what the door and clients call),
-`NAME_pairs` (kit/adapters/pair_ranker_model.py: each document chunked to fit beside its query, the chunk pairs of
-many requests merged into classifier requests by length bucket, each document's score its chunks' best or mean, the
-spec's `aggregation`) and `NAME_classifier` (the exported graph: input_ids, attention_mask and, for a model that reads
-segments, token_type_ids; placed in each profile as a text task's graph is, the PyTorch runner of the gpu-embedded
-profile included, which serves the saved checkpoint through the export's own module). The entry answers SCORE [1],
-CHUNK_SCORES [chunks], CHUNK_SPANS [chunks, 2] (offsets into the document) and TOKENS [1].
-
-The export (export.ranking_model, at `kit add` and whenever the checkpoint or the spec's chunking changed) checks the
-graph against PyTorch on pairs and measures the chunk pairs' token lengths the buckets are chosen from.
+"""The `text-ranking` task: a Hugging Face cross-encoder (one label, read over query-document pairs) served as the
+text tasks are (kit.control.text_task), its texts model `NAME_pairs` on kit/adapters/pair_ranker_model.py, from the
+templates in templates/ranking. docs/MODELS.md says what each model answers and what the export
+(export.ranking_model) checks.
 """
 
 from __future__ import annotations

@@ -2,17 +2,11 @@
 `feature-extraction`, any encoder as a sentence embedder, both served as RADAR is (a spec too), from the templates in
 templates/text.
 
-A spec `NAME` becomes three models: the entry ensemble `NAME` (one text in, what the door and clients call),
-`NAME_texts` (the text classifier adapter, kit/adapters/text_classifier_model.py: chunks, length buckets, chunks of
-many texts merged into classifier requests, per-label aggregation) and `NAME_classifier` (the exported graph,
-placed in each profile as RADAR's classifier is, less what is RADAR's own: its device curves and TensorRT shapes).
-The entry answers every label: SCORES [labels] (each label's probability, weighted by chunk length), CHUNK_SCORES
-[chunks, labels], CHUNK_SPANS [chunks, 2] and LOGITS [labels] (the chunks' logits, weighted by length); the labels'
-names come from the checkpoint's id2label, or the spec's `labels`, and reach the door through the entry's parameters.
-An embedder's graph is `NAME_encoder`, and its entry answers EMBEDDING [dimensions] (the chunks' embeddings, weighted
-by length, L2-normalised again where the export normalises), CHUNK_EMBEDDINGS [chunks, dimensions] and CHUNK_SPANS: a
-text within the token limit is one chunk, whose embedding is the encoder's on the whole text, as sentence-transformers
-computes it.
+A spec `NAME` becomes three models: the entry ensemble `NAME` (what the door and clients call), `NAME_texts` (the
+text classifier adapter, kit/adapters/text_classifier_model.py: chunks, length buckets, chunks of many texts merged
+into classifier requests) and `NAME_classifier` (`NAME_encoder` for an embedder: the exported graph, placed by the
+profile's `text-graph` role). docs/MODELS.md says what each entry answers. The ranking and token tasks share this
+module's chain of three models (`TextChain`, `chain_configs`, `place`).
 
 The export (export.text_model, run by kit.control.exports at `kit add` and again whenever the checkpoint or the spec's
 chunking changed since) checks the graph against PyTorch and measures the chunk lengths the buckets are chosen from.

@@ -1,17 +1,7 @@
-"""The `token-classification` task: any Hugging Face token classifier (`AutoModelForTokenClassification`: named
-entities, PII; a checkpoint folder or a hub id), served as the text tasks are (kit.control.text_task's placement), from
-the templates in templates/tokens and the text tasks' classifier template.
-
-A spec `NAME` becomes three models: the entry ensemble `NAME` (TEXT in, what the door and clients call), `NAME_tokens`
-(kit/adapters/token_classifier_model.py: each text read in windows of the model's token limit that share the export's
-stride, the windows of many texts merged into classifier requests by length bucket, each window's tokens grouped into
-entities as `transformers`' pipeline groups them, kit.pipelines.text.entities) and `NAME_classifier` (the exported
-graph, logits [tokens, labels] per window; placed in each profile as a text task's graph is, the PyTorch runner of the
-gpu-embedded profile included). The entry answers ENTITY_LABELS, ENTITY_SCORES, ENTITY_SPANS (character offsets into
-the text), ENTITY_WORDS, CHUNK_SPANS (the windows') and TOKENS.
-
-The export (export.token_model, at `kit add` and whenever the checkpoint or the spec's stride changed) checks the graph
-against PyTorch on every token and measures the windows' token lengths the buckets are chosen from.
+"""The `token-classification` task: a Hugging Face token classifier (named entities, PII) served as the text tasks
+are (kit.control.text_task), its texts model `NAME_tokens` on kit/adapters/token_classifier_model.py, from the
+templates in templates/tokens. docs/MODELS.md says what each model answers and what the export (export.token_model)
+checks.
 """
 
 from __future__ import annotations
