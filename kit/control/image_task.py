@@ -69,11 +69,16 @@ def shipped_meta(spec: ModelSpec) -> dict:
     return {"num_labels": count, "id2label": {str(i): spec.labels[i] if spec.labels else str(i) for i in range(count)}}
 
 
+Unplaced = list[tuple[str, ServedModel, dict]]  # each model with its role and the placement its spec gives
+
+
 def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
-    return plan_pixels(spec, profile) if spec.input == "pixels" else plan_encoded(spec, profile)
+    """The spec's models, each placed by its role."""
+    unplaced = pixels_models(spec) if spec.input == "pixels" else encoded_models(spec)
+    return [profile.place(role, model, given) for role, model, given in unplaced]
 
 
-def plan_pixels(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
+def pixels_models(spec: ModelSpec) -> Unplaced:
     """The entry and backbone of a spec of pixels, from their templates: what the spec gives in place of the
     templates' batch cap, queue delay and timeout, its route, policy and label count."""
     meta = shipped_meta(spec) if spec.shipped else export(spec)
@@ -100,12 +105,13 @@ def plan_pixels(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
         labels=json.dumps(label_names, ensure_ascii=False) if not spec.shipped or spec.labels else "",
     )
     own = {"instances": spec.instances} if "instances" in spec.given else {}
-    graph = profile.place("pixels-backbone", ServedModel(backbone.name, backbone, files=files[backbone.name]), own)
-    placed = ServedModel(entry.name, entry, settings, PIXELS_ADAPTER, files[entry.name], calls=(graph.name,))
-    return [profile.place("pixels-entry", placed), graph]
+    return [
+        ("pixels-entry", ServedModel(entry.name, entry, settings, PIXELS_ADAPTER, files[entry.name], calls=(backbone.name,)), {}),
+        ("pixels-backbone", ServedModel(backbone.name, backbone, files=files[backbone.name]), own),
+    ]
 
 
-def plan_encoded(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
+def encoded_models(spec: ModelSpec) -> Unplaced:
     """The entry ensemble, the model that decodes and preprocesses, and the classifier's graph."""
     meta = export(spec)
     label_names = checkpoint_labels(spec, meta)
@@ -144,9 +150,9 @@ def plan_encoded(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
     bounded_batching(classifier, spec)
     own = {"instances": spec.instances} if "instances" in spec.given else {}
     return [
-        profile.place("image-entry", ServedModel(entry.name, entry, settings)),
-        profile.place("image-pixels", ServedModel(pixels.name, pixels, pixels_settings, PREPROCESS_ADAPTER, files[pixels.name])),
-        profile.place("image-graph", ServedModel(classifier.name, classifier, files=files[classifier.name]), own),
+        ("image-entry", ServedModel(entry.name, entry, settings), {}),
+        ("image-pixels", ServedModel(pixels.name, pixels, pixels_settings, PREPROCESS_ADAPTER, files[pixels.name]), {}),
+        ("image-graph", ServedModel(classifier.name, classifier, files=files[classifier.name]), own),
     ]
 
 
