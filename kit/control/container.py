@@ -58,11 +58,6 @@ SETTINGS = COMMON | {
 }
 
 
-def _opt_batch(config: mc.ModelConfig, settings: dict) -> int:
-    preferred = config.dynamic_batching.preferred_batch_size
-    return int(settings.get("opt_batch", max(preferred, default=config.max_batch_size)))
-
-
 def shape_profiles(config: mc.ModelConfig, settings: dict) -> list[dict[str, tuple[list[int], ...]]]:
     """TensorRT optimisation profiles as {input: (min, opt, max)} full shapes, batch dimension first.
 
@@ -74,7 +69,8 @@ def shape_profiles(config: mc.ModelConfig, settings: dict) -> list[dict[str, tup
         if any(d < 0 for i in config.input for d in i.dims):
             return []
         profiles = [{}]
-    batch = (1, _opt_batch(config, settings), config.max_batch_size) if config.max_batch_size > 0 else None
+    preferred = max(config.dynamic_batching.preferred_batch_size, default=config.max_batch_size)
+    batch = (1, int(settings.get("opt_batch", preferred)), config.max_batch_size) if config.max_batch_size > 0 else None
     result = []
     for number, profile in enumerate(profiles):
         shapes = {}

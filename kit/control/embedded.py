@@ -8,22 +8,14 @@ differs is which runners and keys each target takes.
 folder's `graph` (default model.onnx; a text export writes faster CPU graphs beside it). On CPU, instances x threads
 is the layout knob: batching buys little.
 
-`gpu-embedded`: the runner a graph's `runner` names:
-  "onnx" (the default): the ONNX file with `threads` on ONNX Runtime's `provider`, on `KIND_CPU` instances for the CPU
-  provider and on `KIND_GPU` ones on `gpus` for the CUDA or TensorRT provider (onnxruntime-gpu);
-  "torch": the PyTorch checkpoint the export saved beside the ONNX file (`checkpoint/`), on `KIND_GPU` instances on
-  each GPU in `gpus` (default [0]), in `dtype` (fp16 unless set); its runs padded up to `batch_ladder` (default: the
-  powers of two up to the placed max_batch_size, and it), every shape of it by every length its callers pad to warmed
-  at load unless `warm_up` is false, each captured as a CUDA graph unless `cuda_graphs` is false, within
-  `graph_memory_share` of the free memory, and `profile_executions` executions traced (kit.runners.torch);
-  `"device": "cpu"` runs it on `KIND_CPU` instances without graphs (the CPU rehearsal of a GPU run);
-  "custom": a runner of the profile's own, `model_py` (a model.py beside the profile, on kit.adapters.runner as the
-  kit's are), on `KIND_CPU` instances, its `parameters` its own: the benchmarks' simulated accelerator is one
-  (perf/sim).
-The torch runner's `merge: "measured"` lets requests of different shapes run as one padded batch where the times of
-its own warm-up price that cheaper (kit/adapters/runner.py); `null` turns it off. Every runner takes its inputs in CPU
-memory (FORCE_CPU_ONLY_INPUT_TENSORS) and moves them itself; `instances` counts per GPU for a GPU placement. A
-profile's `parameters` set fields of the model's typed settings.
+`gpu-embedded`: the runner a graph's `runner` names: "onnx" (the default), the ONNX file on ONNX Runtime's
+`provider`, on `KIND_GPU` instances on `gpus` for a CUDA or TensorRT provider; "torch", the PyTorch checkpoint the
+export saved beside it (`checkpoint/`) on `KIND_GPU` instances on each GPU in `gpus`, in fp16 unless set, its keys
+TorchRunnerSettings' (`"device": "cpu"`: the CPU rehearsal of a GPU run); "custom", a runner of the profile's own,
+`model_py`, its `parameters` its own (the benchmarks' simulated accelerator). The torch runner's `merge: "measured"`
+is its merge_measured (`null` turns a profile's off). Every runner takes its inputs in CPU memory
+(FORCE_CPU_ONLY_INPUT_TENSORS) and moves them itself; `instances` counts per GPU for a GPU placement. A profile's
+`parameters` set fields of the model's typed settings.
 """
 
 from __future__ import annotations

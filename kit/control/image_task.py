@@ -2,21 +2,13 @@
 hub id), served from one encoded image per request, whatever its size, with its processor's preprocessing on the
 server and the images of concurrent requests batched in the classifier.
 
-A spec `NAME` becomes three models: the entry ensemble `NAME` (IMAGE, one PNG / JPEG / BMP / WebP file, in; SCORES,
-each label's probability, out: what the door and clients call), `NAME_pixels` (kit/adapters/image_pixels_model.py:
-decodes and preprocesses each image as the checkpoint's processor does, kit.pipelines.image_processing, so every
-image leaves it at the graph's one size) and `NAME_classifier` (the exported graph, softmax included, placed in each
-profile as ResNet-50's backbone is). A bad image fails alone in `NAME_pixels`; the good ones of its batch go on.
-
-The export (export.image_classifier, run by kit.control.exports at `kit add` and again whenever the checkpoint
-changed) checks its preprocessing against the processor and the graph against PyTorch.
-
-A spec with `input = "pixels"` takes normalised pixels [3, height, width] of any size instead (ResNet-50's contract)
-and becomes two models, from the templates in templates/pixels: the entry `NAME` (INPUT in, PROBS out; kit/adapters/
+A spec `NAME` becomes the entry ensemble `NAME`, `NAME_pixels` (kit/adapters/image_pixels_model.py: decodes and
+preprocesses each image as the checkpoint's processor does, so every image leaves it at the graph's one size, and a
+bad image fails alone) and `NAME_classifier` (the exported graph). A spec with `input = "pixels"` takes normalised
+pixels of any size instead (ResNet-50's contract) and becomes the entry `NAME` (kit/adapters/
 padded_classifier_model.py), which merges the images of concurrent requests across sizes by its `merge_policy` into
-padded runs of `NAME_backbone`, a graph that masks the padding so that a padded image answers as it would alone.
-Its export (export.resnet, any ResNet checkpoint) checks the padded graph against PyTorch and, for the `cost`
-policy, measures the run times the policy predicts from.
+padded runs of `NAME_backbone`, a graph that masks the padding. docs/MODELS.md says what each answers and what the
+exports (export.image_classifier, export.resnet) check.
 """
 
 from __future__ import annotations
@@ -77,11 +69,16 @@ def shipped_meta(spec: ModelSpec) -> dict:
     return {"num_labels": count, "id2label": {str(i): spec.labels[i] if spec.labels else str(i) for i in range(count)}}
 
 
+Unplaced = list[tuple[str, ServedModel, dict]]  # each model with its role and the placement its spec gives
+
+
 def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
-    return plan_pixels(spec, profile) if spec.input == "pixels" else plan_encoded(spec, profile)
+    """The spec's models, each placed by its role."""
+    unplaced = pixels_models(spec) if spec.input == "pixels" else encoded_models(spec)
+    return [profile.place(role, model, given) for role, model, given in unplaced]
 
 
-def plan_pixels(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
+def pixels_models(spec: ModelSpec) -> Unplaced:
     """The entry and backbone of a spec of pixels, from their templates: what the spec gives in place of the
     templates' batch cap, queue delay and timeout, its route, policy and label count."""
     meta = shipped_meta(spec) if spec.shipped else export(spec)
@@ -108,12 +105,13 @@ def plan_pixels(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
         labels=json.dumps(label_names, ensure_ascii=False) if not spec.shipped or spec.labels else "",
     )
     own = {"instances": spec.instances} if "instances" in spec.given else {}
-    graph = profile.place("pixels-backbone", ServedModel(backbone.name, backbone, files=files[backbone.name]), own)
-    placed = ServedModel(entry.name, entry, settings, PIXELS_ADAPTER, files[entry.name], calls=(graph.name,))
-    return [profile.place("pixels-entry", placed), graph]
+    return [
+        ("pixels-entry", ServedModel(entry.name, entry, settings, PIXELS_ADAPTER, files[entry.name], calls=(backbone.name,)), {}),
+        ("pixels-backbone", ServedModel(backbone.name, backbone, files=files[backbone.name]), own),
+    ]
 
 
-def plan_encoded(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
+def encoded_models(spec: ModelSpec) -> Unplaced:
     """The entry ensemble, the model that decodes and preprocesses, and the classifier's graph."""
     meta = export(spec)
     label_names = checkpoint_labels(spec, meta)
@@ -152,9 +150,9 @@ def plan_encoded(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
     bounded_batching(classifier, spec)
     own = {"instances": spec.instances} if "instances" in spec.given else {}
     return [
-        profile.place("image-entry", ServedModel(entry.name, entry, settings)),
-        profile.place("image-pixels", ServedModel(pixels.name, pixels, pixels_settings, PREPROCESS_ADAPTER, files[pixels.name])),
-        profile.place("image-graph", ServedModel(classifier.name, classifier, files=files[classifier.name]), own),
+        ("image-entry", ServedModel(entry.name, entry, settings), {}),
+        ("image-pixels", ServedModel(pixels.name, pixels, pixels_settings, PREPROCESS_ADAPTER, files[pixels.name]), {}),
+        ("image-graph", ServedModel(classifier.name, classifier, files=files[classifier.name]), own),
     ]
 
 

@@ -181,9 +181,12 @@ def names(spec: ModelSpec) -> dict[str, str]:
 
 
 def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
-    """The spec's graph, placed as an `onnx-graph`, with the instances the spec gives."""
-    model = ServedModel(spec.name, onnx_config(spec), files=graph_files(spec))
-    return [profile.place("onnx-graph", model, {"instances": spec.instances})]
+    """The spec's graph, placed with the instances the spec gives: an `onnx` spec's as an `onnx-graph`, or a
+    pipeline's network (kit.control.pipeline_task.network_spec) as a `pipeline-network`, with no door route (a network
+    is its entry's to call)."""
+    own = spec.task == "onnx"
+    model = ServedModel(spec.name, onnx_config(spec, routed=own), files=graph_files(spec))
+    return [profile.place("onnx-graph" if own else "pipeline-network", model, {"instances": spec.instances})]
 
 
 def check(spec: ModelSpec) -> str:

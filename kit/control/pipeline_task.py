@@ -1,22 +1,14 @@
 """The `pipeline` task: the escape hatch for custom pre- and post-processing. The spec's source is the user's Python
 module (kit.pipelines.custom: NETWORKS, INPUTS, OUTPUTS and `async def run(inputs, networks)`).
 
-A spec `NAME` becomes the entry `NAME`, a Python model on kit/adapters/pipeline_model.py whose tensors are the
-module's INPUTS and OUTPUTS (rows first, batched as the spec says, with a bounded queue; or, with max_batch_size 0,
-one request's tensors whole, with no batcher, several requests in flight per instance unless its
-`requests_in_flight` is 1), and one model `NAME_<network>` per graph of
-NETWORKS, configured as the `onnx` task configures a graph (kit.control.onnx_task) and placed in each profile as such
-a model is. A network the spec's `networks` maps to another model is that model instead, so that two pipelines share
-one and their calls meet in its batcher: a committed model of the repository, or a model another spec beside it serves
-from a graph of its own (an `onnx` spec's, or another pipeline's network `OTHER_<network>`), whose tensors must be
-those of the module's own graph, which `kit add`'s check runs. The entry calls them over BLS, so the network calls of
-concurrent requests are batched together, or, where a profile sets its `engines` to `in_process`, runs their graphs
-in its own process. The spec's `parameters` are the module's SETTINGS (`parameters_from` takes another entry's where
-it sets none); the door serves the entry at its route, as `door_answer` says (every tensor by name by default).
+A spec `NAME` becomes the entry `NAME` (kit/adapters/pipeline_model.py, the module's INPUTS and OUTPUTS) and one
+model `NAME_<network>` per graph of NETWORKS, configured as the `onnx` task configures a graph (kit.control.onnx_task).
+A network the spec's `networks` maps to another spec's model is that model instead, so that two pipelines share one
+and their calls meet in its batcher; the entry calls its networks over BLS for the same reason, so that the network
+calls of concurrent requests are batched together. docs/MODELS.md says what each key does.
 
-`kit add`'s check loads the module and its graphs and runs the pipeline in this process (kit.adapters.
-custom_pipeline) on random rows (or the module's EXAMPLE), batched and one row at a time: its answers must fit
-OUTPUTS, and a batch's rows must equal the rows run alone, since the server batches concurrent requests' rows.
+`kit add`'s check runs the pipeline in this process (kit.adapters.custom_pipeline) batched and one row at a time: a
+batch's rows must equal the rows run alone, since the server batches concurrent requests' rows.
 """
 
 from __future__ import annotations
@@ -35,7 +27,7 @@ from kit.adapters.custom_pipeline import in_process_networks, load_definition
 from kit.adapters.settings import PipelineSettings, SettingsError, keys, module_settings
 from kit.control import onnx_task
 from kit.control.configs import RepositoryError, config_type, example_inputs, set_parameters
-from kit.control.onnx_task import ATOL, CHECK_ROWS, RTOL, bounded_batching, graph_files, onnx_config
+from kit.control.onnx_task import ATOL, CHECK_ROWS, RTOL, bounded_batching, onnx_config
 from kit.control.profiles import CANONICAL, Profile
 from kit.control.served import ServedModel, adapter
 from kit.control.specs import DOOR_SCHEMA, KEYS, ModelSpec, door_parameters, read_spec, readable_specs
@@ -97,19 +89,18 @@ def network_spec(spec: ModelSpec, network: str, graph: str) -> ModelSpec:
     return dataclasses.replace(spec, name=name, source=str(source), route="", max_batch_size=network_rows(spec))
 
 
-def network_models(spec: ModelSpec, pipeline: Definition, profile: Profile) -> dict[str, tuple[ServedModel, bool]]:
-    """Each network's model, placed, and whether the spec brings it: its own graph's, configured as the `onnx` task's
-    but without a door route (a network is the entry's to call), or the model the spec's `networks` maps it to,
-    planned as the spec beside it that brings it plans it."""
+def network_specs(spec: ModelSpec, pipeline: Definition) -> dict[str, tuple[ModelSpec, bool]]:
+    """Each network's graph spec, which kit.control.onnx_task plans, and whether the spec brings it: its own graph's,
+    or the spec of the model the spec's `networks` maps it to, which the spec beside it that brings it plans."""
     shared = dict(spec.networks)
     undeclared = sorted(set(shared) - set(pipeline.networks))
     if undeclared:
         raise spec.error("networks", f"names {undeclared[0]!r}, which the module's NETWORKS lacks", "name its networks")
     beside = graph_models_beside(spec) if shared else {}
-    models = {}
+    graphs = {}
     for network, graph in pipeline.networks.items():
         if network not in shared:
-            models[network] = place_graph(network_spec(spec, network, graph), profile), True
+            graphs[network] = network_spec(spec, network, graph), True
             continue
         if shared[network] not in beside:
             raise spec.error(
@@ -121,16 +112,8 @@ def network_models(spec: ModelSpec, pipeline: Definition, profile: Profile) -> d
         if (spec.source_path.parent / graph).is_file():  # the graph the module was checked with, where it ships one
             own = onnx_config(network_spec(spec, network, graph), routed=False)
             same_tensors(spec, network, own, onnx_config(graph_spec, routed=False))
-        models[network] = place_graph(graph_spec, profile), False
-    return models
-
-
-def place_graph(spec: ModelSpec, profile: Profile) -> ServedModel:
-    """A graph's model as its spec plans it: an `onnx` spec's, or a pipeline's network (`network_spec`)."""
-    if spec.task == "onnx":
-        return onnx_task.plan(spec, profile)[0]
-    model = ServedModel(spec.name, onnx_config(spec, routed=False), files=graph_files(spec))
-    return profile.place("pipeline-network", model, {"instances": spec.instances})
+        graphs[network] = graph_spec, False
+    return graphs
 
 
 def graph_models_beside(spec: ModelSpec) -> dict[str, tuple[ModelSpec, ModelSpec]]:
@@ -184,9 +167,11 @@ def door(spec: ModelSpec) -> dict[str, str]:
     return params
 
 
-def entry_settings(spec: ModelSpec, pipeline: Definition, networks: dict[str, ServedModel], profile: Profile) -> PipelineSettings:
+def entry_settings(
+    spec: ModelSpec, pipeline: Definition, networks: dict[str, ServedModel], inherited: dict[str, str]
+) -> PipelineSettings:
     """The entry's settings: the adapter's, and the module's own (its SETTINGS, from the spec's `parameters`, where
-    it sets none those of the entry `parameters_from` names, as that entry's spec and profile give them)."""
+    it sets none the `inherited` ones of the entry `parameters_from` names)."""
     own = dict(spec.parameters)
     known = sorted(keys(pipeline.settings)) if pipeline.settings else []
     unknown = sorted(set(own) - set(known))
@@ -205,21 +190,19 @@ def entry_settings(spec: ModelSpec, pipeline: Definition, networks: dict[str, Se
         parameters_from=spec.parameters_from,
     )
     try:
-        return settings.with_parameters(inherited_parameters(spec, profile) | own)
+        return settings.with_parameters(inherited | own)
     except SettingsError as exc:
         raise spec.error("parameters", f"do not fit: {exc}", "set what the module's SETTINGS take") from None
 
 
-def inherited_parameters(spec: ModelSpec, profile: Profile) -> dict[str, str]:
-    """The parameters of the entry `parameters_from` names, as its spec and the profile give them."""
+def parameters_from(spec: ModelSpec) -> ModelSpec | None:
+    """The spec of the entry `parameters_from` names, whose parameters the spec's entry takes where it sets none."""
     if not spec.parameters_from:
-        return {}
+        return None
     path = spec.path.parent / f"{spec.parameters_from}.toml"
     if not path.is_file():
         raise spec.error("parameters_from", f"names {spec.parameters_from!r}, which no spec beside it is", "name one")
-    other = read_spec(path, artifacts=spec.artifacts)
-    placed = profile.placement("pipeline-entry", other.name, mc.ModelConfig()).get("parameters", {})
-    return dict(other.parameters) | {key: str(value) for key, value in placed.items()}
+    return read_spec(path, artifacts=spec.artifacts)
 
 
 def names(spec: ModelSpec) -> dict[str, str]:
@@ -231,7 +214,11 @@ def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
     """The entry, placed, and each network's model the spec brings; a network mapped to another spec's model is that
     model, which that spec brings."""
     pipeline = pipeline_of(spec)
-    networks = network_models(spec, pipeline, profile)
+    graphs, other = network_specs(spec, pipeline), parameters_from(spec)
+    networks = {network: (onnx_task.plan(graph, profile)[0], brought) for network, (graph, brought) in graphs.items()}
+    # The parameters of the entry `parameters_from` names, as its spec and the profile give them.
+    placed_other = profile.placement("pipeline-entry", other.name, mc.ModelConfig()).get("parameters", {}) if other else {}
+    inherited = dict(other.parameters) | {key: str(value) for key, value in placed_other.items()} if other else {}
     entry = mc.ModelConfig(name=spec.name, backend="python")
     for tensors_of, add in ((pipeline.inputs, entry.input.add), (pipeline.outputs, entry.output.add)):
         for tensor in tensors_of:
@@ -245,7 +232,7 @@ def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
     # up to 32 of them refused as timed out, against 0.04-0.06 s without; perf/results/unbatched_queue.json,
     # docs/RELIABILITY.md). What waits for it is bounded in front of it, by the door.
     placed = {n: model for n, (model, _) in networks.items()}
-    settings = entry_settings(spec, pipeline, placed, profile)
+    settings = entry_settings(spec, pipeline, placed, inherited)
     files = {MODULE: spec.source_path} | {name: spec.source_path.parent / name for name in pipeline.files}
     files |= {name: spec.path_of(path) for name, path in spec.files}
     # The graphs at the module's own paths, so that the entry can run them in its process (`engines: in_process`).

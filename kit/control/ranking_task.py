@@ -1,17 +1,7 @@
-"""The `text-ranking` task: any Hugging Face cross-encoder (a one-label `AutoModelForSequenceClassification` read over
-query-document pairs, a checkpoint folder or a hub id), served as the text tasks are (kit.control.text_task's
-placement), from the templates in templates/ranking and the text tasks' classifier template.
-
-A spec `NAME` becomes three models: the entry ensemble `NAME` (QUERY and DOCUMENT in, what the door and clients call),
-`NAME_pairs` (kit/adapters/pair_ranker_model.py: each document chunked to fit beside its query, the chunk pairs of
-many requests merged into classifier requests by length bucket, each document's score its chunks' best or mean, the
-spec's `aggregation`) and `NAME_classifier` (the exported graph: input_ids, attention_mask and, for a model that reads
-segments, token_type_ids; placed in each profile as a text task's graph is, the PyTorch runner of the gpu-embedded
-profile included, which serves the saved checkpoint through the export's own module). The entry answers SCORE [1],
-CHUNK_SCORES [chunks], CHUNK_SPANS [chunks, 2] (offsets into the document) and TOKENS [1].
-
-The export (export.ranking_model, at `kit add` and whenever the checkpoint or the spec's chunking changed) checks the
-graph against PyTorch on pairs and measures the chunk pairs' token lengths the buckets are chosen from.
+"""The `text-ranking` task: a Hugging Face cross-encoder (one label, read over query-document pairs) served as the
+text tasks are (kit.control.text_task), its texts model `NAME_pairs` on kit/adapters/pair_ranker_model.py, from the
+templates in templates/ranking. docs/MODELS.md says what each model answers and what the export
+(export.ranking_model) checks.
 """
 
 from __future__ import annotations
@@ -20,12 +10,11 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from kit.adapters.settings import RankingSettings, TextSettings
 from kit.control import exports
-from kit.control.configs import set_parameters, template
 from kit.control.exports import Exporter
 from kit.control.profiles import Profile
 from kit.control.served import ServedModel, adapter
-from kit.control.specs import ModelSpec, door_parameters
-from kit.control.text_task import BATCHES_IN_FLIGHT, MAX_TEXT_BYTES, TextChain, chain_files, place, spec_batching, tokenizing
+from kit.control.specs import ModelSpec
+from kit.control.text_task import MAX_TEXT_BYTES, TextChain, chain_configs, chain_files, place
 
 TASK = "text-ranking"
 CLASSIFIER_FILES = ("model.onnx", "model.onnx.data", "model.cpu.onnx", "checkpoint")
@@ -43,36 +32,19 @@ def ranking_options(spec: ModelSpec) -> list[str]:
 EXPORTER = Exporter("export.ranking_model", ranking_options, lambda spec: {"max_chars": spec.max_chars}, "a cross-encoder")
 
 
-def canonical(spec: ModelSpec, meta: dict, model: dict[str, str]) -> dict[str, mc.ModelConfig]:
-    """Each model's config as the templates and the spec make it, before any profile places it."""
-    entry = template("ranking/entry", model["entry"])
-    set_parameters(entry, door_parameters(spec, TASK))
-    entry.ensemble_scheduling.step[0].model_name = model["pairs"]
-    pairs = template("ranking/pairs", model["pairs"])
-    tokenizing(entry, pairs)
-    classifier = template("text/classifier", model["classifier"])
-    classifier.output[0].dims[:] = [1]
-    if "token_type_ids" in meta["inputs"]:
-        classifier.input.add(name="token_type_ids", data_type=mc.TYPE_INT64, dims=[-1])
-    spec_batching(spec, classifier, pairs)
-    return {model["entry"]: entry, model["pairs"]: pairs, model["classifier"]: classifier}
-
-
 def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
     """The entry, its pairs model and its graph, placed as a text task's three models are."""
     meta = exports.export(spec, EXPORTER)
-    model = names(spec)
+    chain = TextChain(*names(spec).values(), PAIRS_ADAPTER)
+    configs = chain_configs(spec, chain, "ranking/pairs", TASK)
+    configs[chain.graph].output[0].dims[:] = [1]
+    if "token_type_ids" in meta["inputs"]:
+        configs[chain.graph].input.add(name="token_type_ids", data_type=mc.TYPE_INT64, dims=[-1])
     settings = TextSettings(
-        classifier=model["classifier"], max_chars=spec.max_chars, max_text_bytes=MAX_TEXT_BYTES, bucket_count=spec.bucket_count
+        classifier=chain.graph, max_chars=spec.max_chars, max_text_bytes=MAX_TEXT_BYTES, bucket_count=spec.bucket_count
     )
-
-    def pairs(derived: TextSettings) -> RankingSettings:
-        return RankingSettings(
-            **vars(derived), parameters_from=model["entry"], batches_in_flight=BATCHES_IN_FLIGHT, aggregation=spec.aggregation
-        )
-
-    chain = TextChain(model["entry"], model["pairs"], model["classifier"], PAIRS_ADAPTER)
-    return place(spec, profile, chain, canonical(spec, meta, model), chain_files(spec, chain, CLASSIFIER_FILES), settings, pairs)
+    files = chain_files(spec, chain, CLASSIFIER_FILES)
+    return place(spec, profile, chain, configs, files, settings, RankingSettings, aggregation=spec.aggregation)
 
 
 def check_ranking(spec: ModelSpec) -> str:

@@ -26,7 +26,7 @@ from kit.control.container import shape_profiles, trt_shape_string
 from kit.control.profiles import Profile, load_profile
 from kit.control.served import ServedModel
 from kit.control.specs import MODELS, ModelSpec, check_routes, read_spec, read_specs
-from kit.control.tasks import shipped_specs, task_of
+from kit.control.tasks import task_of
 
 FIRST_VERSION = 1  # a build's; kit.server.deploy adds the next ones
 
@@ -42,7 +42,7 @@ def plan(
     kit.server.deploy): the kit's specs and the user's (models/ unless `specs` are given), planned and placed by
     their tasks, checked across models, each ensemble pinned to the build's version of its steps."""
     profile = profile if isinstance(profile, Profile) else load_profile(profile, source)
-    shipped, users = shipped_specs(source, artifacts), read_specs() if specs is None else dict(specs)
+    shipped, users = read_specs(source, artifacts=artifacts), read_specs() if specs is None else dict(specs)
     for name in sorted(set(shipped) & set(users)):
         raise RepositoryError(f"{users[name].path}: {name!r} is a model the kit ships; name the spec otherwise")
     check_routes(shipped | users)

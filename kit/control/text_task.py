@@ -2,17 +2,11 @@
 `feature-extraction`, any encoder as a sentence embedder, both served as RADAR is (a spec too), from the templates in
 templates/text.
 
-A spec `NAME` becomes three models: the entry ensemble `NAME` (one text in, what the door and clients call),
-`NAME_texts` (the text classifier adapter, kit/adapters/text_classifier_model.py: chunks, length buckets, chunks of
-many texts merged into classifier requests, per-label aggregation) and `NAME_classifier` (the exported graph,
-placed in each profile as RADAR's classifier is, less what is RADAR's own: its device curves and TensorRT shapes).
-The entry answers every label: SCORES [labels] (each label's probability, weighted by chunk length), CHUNK_SCORES
-[chunks, labels], CHUNK_SPANS [chunks, 2] and LOGITS [labels] (the chunks' logits, weighted by length); the labels'
-names come from the checkpoint's id2label, or the spec's `labels`, and reach the door through the entry's parameters.
-An embedder's graph is `NAME_encoder`, and its entry answers EMBEDDING [dimensions] (the chunks' embeddings, weighted
-by length, L2-normalised again where the export normalises), CHUNK_EMBEDDINGS [chunks, dimensions] and CHUNK_SPANS: a
-text within the token limit is one chunk, whose embedding is the encoder's on the whole text, as sentence-transformers
-computes it.
+A spec `NAME` becomes three models: the entry ensemble `NAME` (what the door and clients call), `NAME_texts` (the
+text classifier adapter, kit/adapters/text_classifier_model.py: chunks, length buckets, chunks of many texts merged
+into classifier requests) and `NAME_classifier` (`NAME_encoder` for an embedder: the exported graph, placed by the
+profile's `text-graph` role). docs/MODELS.md says what each entry answers. The ranking and token tasks share this
+module's chain of three models (`TextChain`, `chain_configs`, `place`).
 
 The export (export.text_model, run by kit.control.exports at `kit add` and again whenever the checkpoint or the spec's
 chunking changed since) checks the graph against PyTorch and measures the chunk lengths the buckets are chosen from.
@@ -21,7 +15,6 @@ chunking changed since) checks the graph against PyTorch and measures the chunk 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -30,7 +23,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 from kit.adapters.settings import TextSettings, TextsSettings
 from kit.control import exports
 from kit.control.canary import CanaryError, golden_set
-from kit.control.configs import RepositoryError, instance_count, set_parameter, template
+from kit.control.configs import RepositoryError, instance_count, set_parameter, set_parameters, template
 from kit.control.exports import Exporter, export_dir
 from kit.control.profiles import Profile
 from kit.control.served import ServedModel, adapter
@@ -190,8 +183,7 @@ def canonical(spec: ModelSpec, meta: dict, model: dict[str, str]) -> dict[str, m
     """Each model's config as the templates and the spec make it, before any profile places it."""
     count = width(meta)
     entry = template("text/entry", model["entry"])
-    for key, value in door_parameters(spec, door_answer(spec)).items():
-        set_parameter(entry, key, value)
+    set_parameters(entry, door_parameters(spec, door_answer(spec)))
     if spec.score_label:  # the template's answer: one label's probability, SCORE [1] and CHUNK_SCORES [-1]
         doc = f"{spec.name}: the probability of {spec.score_label} for a text, and for each chunk it was split into"
         set_parameter(entry, DOOR_DESCRIPTION, spec.description or doc + " (a list for `texts`).")
@@ -227,14 +219,28 @@ def spec_batching(spec: ModelSpec, graph: mc.ModelConfig, texts: mc.ModelConfig)
         graph.dynamic_batching.default_queue_policy.default_timeout_microseconds = timeout
 
 
+def chain_configs(spec: ModelSpec, chain: TextChain, texts_template: str, answer: str) -> dict[str, mc.ModelConfig]:
+    """A ranker's or a token classifier's configs, from its templates (`texts_template`'s folder) and the text
+    classifier's graph template: the entry's door parameters and step, the texts model's tokenizer outputs, the spec's
+    batching."""
+    entry = template(f"{texts_template.split('/')[0]}/entry", chain.entry)
+    set_parameters(entry, door_parameters(spec, answer))
+    entry.ensemble_scheduling.step[0].model_name = chain.texts
+    texts = template(texts_template, chain.texts)
+    tokenizing(entry, texts)
+    graph = template("text/classifier", chain.graph)
+    spec_batching(spec, graph, texts)
+    return {chain.entry: entry, chain.texts: texts, chain.graph: graph}
+
+
 def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
     """The entry, its texts model and its graph, placed (see `place`)."""
     check_label_count(spec)
     meta = shipped_meta(spec) if spec.shipped else export(spec)
-    model = names(spec)
+    chain = TextChain(*names(spec).values(), TEXTS_ADAPTER)
     label_names = labels(spec, meta)
     settings = TextSettings(
-        classifier=model["classifier"],
+        classifier=chain.graph,
         max_chars=spec.max_chars,
         max_text_bytes=MAX_TEXT_BYTES,
         bucket_count=spec.bucket_count,
@@ -242,18 +248,13 @@ def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
         labels="" if spec.score_label or not label_names else json.dumps(label_names, ensure_ascii=False),
         pooling=meta["pooling"] if spec.task == FEATURE_EXTRACTION else "",  # what the door tells a TEI client
     )
-
-    def texts(derived: TextSettings) -> TextsSettings:
-        return TextsSettings(**vars(derived), parameters_from=model["entry"], batches_in_flight=BATCHES_IN_FLIGHT)
-
-    chain = TextChain(model["entry"], model["texts"], model["classifier"], TEXTS_ADAPTER)
-    return place(spec, profile, chain, canonical(spec, meta, model), text_files(spec), settings, texts)
+    return place(spec, profile, chain, canonical(spec, meta, names(spec)), chain_files(spec, chain), settings)
 
 
 @dataclass(frozen=True)
 class TextChain:
     """A text task's three models, the entry calling the texts model calling the graph, and the adapter the texts
-    model runs (a text classifier's, or a ranker's of query-document pairs, kit.control.ranking_task)."""
+    model runs (a text classifier's, a ranker's of query-document pairs or a token classifier's)."""
 
     entry: str
     texts: str
@@ -268,11 +269,12 @@ def place(
     configs: dict[str, mc.ModelConfig],
     files: dict[str, dict[str, Path]],
     settings: TextSettings,
-    texts_settings: Callable[[TextSettings], TextsSettings],
+    texts_kind: type[TextsSettings] = TextsSettings,
+    **texts_own: object,
 ) -> list[ServedModel]:
     """The chain's models placed by `profile`, then what follows from their placement: the length buckets for the
     entry's bucket count, the batch cap and window of chunks in flight from the graph's placement, and the golden set
-    the door's canary runs."""
+    the door's canary runs. The texts model's settings (`texts_kind`, with `texts_own`) are the entry's derived ones."""
     given = {"parameters": {"bucket_count": spec.bucket_count}} if "bucket_count" in spec.given else {}
     entry = profile.place("text-entry", ServedModel(chain.entry, configs[chain.entry], settings, None, files[chain.entry]), given)
     derived = derive(entry.settings, files[chain.entry])
@@ -282,7 +284,8 @@ def place(
     graph_model = ServedModel(chain.graph, configs[chain.graph], None, None, files[chain.graph])
     graph = profile.place("text-graph", graph_model, own, derived.buckets)
     derived = replace(derived, max_batch=graph.config.max_batch_size)
-    texts = ServedModel(chain.texts, configs[chain.texts], texts_settings(derived), chain.adapter, files[chain.texts])
+    own = texts_kind(**vars(derived), parameters_from=chain.entry, batches_in_flight=BATCHES_IN_FLIGHT, **texts_own)
+    texts = ServedModel(chain.texts, configs[chain.texts], own, chain.adapter, files[chain.texts])
     texts = profile.place("text-texts", texts)
     window = texts.settings.batches_in_flight * instance_count(graph.config) * graph.config.max_batch_size
     texts_settings_placed = replace(texts.settings, chunks_in_flight=window)
@@ -320,12 +323,7 @@ def derive(settings: TextSettings, files: dict[str, Path]) -> TextSettings:
     return replace(settings, buckets=buckets, canary=json.dumps(section, separators=(",", ":")))
 
 
-def text_files(spec: ModelSpec) -> dict[str, dict[str, Path]]:
-    model = names(spec)
-    return chain_files(spec, TextChain(model["entry"], model["texts"], model["classifier"], TEXTS_ADAPTER), CLASSIFIER_FILES)
-
-
-def chain_files(spec: ModelSpec, chain: TextChain, graph_files: tuple[str, ...]) -> dict[str, dict[str, Path]]:
+def chain_files(spec: ModelSpec, chain: TextChain, graph_files: tuple[str, ...] = CLASSIFIER_FILES) -> dict[str, dict[str, Path]]:
     """Each model's files from the export: the graphs and checkpoint (of `graph_files`) the graph's profile may serve,
     the tokenizer and measured lengths the texts model loads, and what the entry's settings are derived from."""
     folder = export_dir(spec)
