@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from door.problems import Problem
-from door.routes import classes_result, float32_array
+from door.routes import base64_data, classes_result, float32_array
 from kit.control.exports import export, export_dir
 from kit.control.specs import ModelSpec
 from kit.control.tasks import task_of
@@ -45,7 +45,7 @@ class PixelsModel:
         if not sized or not isinstance(data, str):
             raise InputError('the body must be {"shape": [3, height, width], "data": "<base64 of float32 values>"}')
         try:
-            image = float32_array(data, tuple(shape))[np.newaxis]  # as the door decodes it
+            image = float32_array(base64_data(data), tuple(shape))[np.newaxis]  # as the door decodes it
         except Problem as exc:
             raise InputError(exc.detail) from None
         check_images(image, self.max_pixels)
