@@ -45,6 +45,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import tritonclient.http as httpclient
@@ -64,6 +65,7 @@ UNLOAD_TIMEOUT = 120.0  # seconds for an old version to finish what it holds (an
 RESTART_TIMEOUT = 300.0  # seconds for a server that went away mid-deploy (a supervisor's restart) to be ready again
 GONE = (OSError, http.client.HTTPException)  # a refused or reset connection, or one closed mid-answer
 ROLLBACK_ATTEMPTS = 3
+T = TypeVar("T")
 
 
 class DeployError(RuntimeError):
@@ -211,16 +213,18 @@ def entry_scores(repo: Repository, texts, model: str, version: int | None = None
     return scores
 
 
-def serving_once_ready(repo: Repository, entry: str) -> list[int]:
-    """The versions of `entry` that serve, asked once the server is ready: a deploy started while a supervisor
-    restarts the server waits for it, as a roll-back does, instead of failing on the refused connection."""
+def once_ready(repo: Repository, step: Callable[[], T], failed: str, again: Callable[[Exception], None]) -> T:
+    """`step` once the server is ready, and again once it is ready after a restart cut it short (ROLLBACK_ATTEMPTS
+    tries): a deploy started while a supervisor restarts the server, and a roll-back, wait for it rather than fail on
+    the refused connection."""
     for attempt in range(ROLLBACK_ATTEMPTS):
         repo.wait_ready()
         try:
-            return repo.serving(entry)
-        except (InferenceServerException, *GONE) as exc:  # gone again between ready and the question
+            return step()
+        except (InferenceServerException, *GONE) as exc:  # gone again between ready and the step
             if attempt == ROLLBACK_ATTEMPTS - 1:
-                raise DeployError(f"Triton did not say which versions of {entry} serve: {exc}") from None
+                raise DeployError(f"{failed}: {exc}") from None
+            again(exc)
 
 
 def deploy(
@@ -230,7 +234,9 @@ def deploy(
     models = TextModels.of(repo, name)
     entry, texts, classifier = every = models.all
     old = {model: repo.config_on_disk(model) for model in every}
-    serving = serving_once_ready(repo, entry)
+    serving = once_ready(
+        repo, lambda: repo.serving(entry), f"Triton did not say which versions of {entry} serve", lambda exc: None
+    )
     if len(serving) != 1:
         raise DeployError(f"{entry} serves versions {serving}; deploy needs exactly one")
     previous = serving[0]
@@ -272,15 +278,12 @@ def deploy(
 
     def roll_back(step: str, report: Report | None) -> Outcome:
         log(f"rolling back: {step}")
-        for attempt in range(ROLLBACK_ATTEMPTS):
-            try:
-                repo.wait_ready()
-                step_down()
-                break
-            except (InferenceServerException, *GONE) as exc:  # a restart under the roll-back: again once it is ready
-                if attempt == ROLLBACK_ATTEMPTS - 1:
-                    raise DeployError(f"the roll-back of {entry} {version} failed: {exc}") from None
-                log(f"rolling back again once Triton is ready ({exc})")
+        once_ready(
+            repo,
+            step_down,  # a restart under the roll-back: again once it is ready
+            f"the roll-back of {entry} {version} failed",
+            lambda exc: log(f"rolling back again once Triton is ready ({exc})"),
+        )
         for folder in folders:
             shutil.rmtree(folder, ignore_errors=True)
         return Outcome(version, previous, False, report, time.monotonic() - start, step)
