@@ -12,20 +12,7 @@ CUDA graphs apply only to `tensorrt_plan` models: Triton's `optimization.cuda.gr
 by the TensorRT backend alone, and ONNX Runtime's `trt_cuda_graph_enable` needs static input shapes,
 which dynamic batching never gives (every batch size is a new shape). Python models have none.
 
-Settings in `model_repository/profiles/gpu.json`, by role or by model (all optional):
-
-    gpus                  GPU ids; `instances` instances are placed on *each* of them (default [0])
-    instances             instances per GPU, or CPU instances for Python models (default 1)
-    accelerator           "tensorrt" (default) or "cuda": ONNX Runtime's CUDA provider alone, for
-                          models whose input shapes vary too much for TensorRT engines
-    precision             "FP32" (default) or "FP16": only where export.tensorrt's FP16 check passed
-    max_workspace_size_bytes
-    shapes                TensorRT optimisation profiles: a list of {"min"|"opt"|"max": {input: dims
-                          without the batch dimension}}; the batch goes 1 .. max_batch_size
-    opt_batch             the batch size TensorRT tunes for (default: the largest preferred batch size)
-    engine                "tensorrt_plan": serve the engine `export.tensorrt` built from the ONNX file
-    cuda_graphs           tensorrt_plan only: Triton GraphSpec entries (JSON form) to capture
-    and the common settings of kit.control.profiles
+Its keys in `model_repository/profiles/gpu.json`, by role or by model, are listed in docs/MODELS.md (A profile's keys).
 """
 
 from __future__ import annotations

@@ -10,25 +10,7 @@ then the spec's own settings, then the profile's entry for the model by name. A 
 config's preferred batch sizes it admits; an entry by name is held to the sizes it leaves. Each target's applier
 (kit.control.embedded for the embedded server, on a CPU or a GPU host; kit.control.container for Triton's container)
 takes its own keys and the common ones (kit.control.placement) and refuses any other, so a misspelt setting fails the
-build:
-
-    instances                        instances (per GPU for GPU models)
-    max_batch_size                   a lower cap on the rows of one execution (1 .. the canonical max_batch_size)
-    max_queue_delay_microseconds     the dynamic batcher's delay
-    preferred_batch_size             its preferred batch sizes
-    default_timeout_microseconds     how long a request may wait in the queue before it is refused
-    queue_policy                     false: no queue bound or wait limit of Triton's own, for a model whose only caller
-                                     bounds what it sends (Triton 2.51's batcher does not gather the next batch during an
-                                     execution while a model has a policy); the build checks that such a caller exists
-    ragged_batch                     true: one execution may take waiting requests of different shapes (a
-                                     Python-backend model that batches itself); false: Triton closes a batch at the first
-                                     shape change
-    parameters                       values of the model's typed settings (kit.adapters.settings), by field name: a
-                                     text entry's `bucket_count`, a texts model's `batches_in_flight`, ...
-    files                            files of the profile's own (paths beside the profile file) linked into the
-                                     model's version folder, by name: a cost model measured on another device, say
-
-An ensemble has no instances and no batcher of its own: it takes `parameters` alone.
+build; docs/MODELS.md (A profile's keys) lists them.
 """
 
 from __future__ import annotations
