@@ -151,8 +151,10 @@ class ModelSpec:
 
 KEYS = {f.name: f for f in fields(ModelSpec) if f.name not in ("name", "path", "given", "artifacts")}
 REQUIRED = ("task", "source")
-# Keys only some tasks read: a spec of another task that sets one is refused rather than silently ignored.
+# The tasks (kit.control.tasks plans each), and the keys only some tasks read: a spec of another task that sets one is
+# refused rather than silently ignored.
 TASK_KEYS = {
+    "onnx": frozenset({"door"}),
     "text-classification": frozenset({"max_chars", "bucket_count", "labels", "score_label", "canary"}),
     "feature-extraction": frozenset({"max_chars", "bucket_count", "pooling", "normalize"}),
     "text-ranking": frozenset({"max_chars", "bucket_count", "aggregation"}),
@@ -161,7 +163,6 @@ TASK_KEYS = {
     "pipeline": frozenset(
         {"networks", "parameters", "parameters_from", "door_answer", "door_schema", "requests_in_flight", "files"}
     ),
-    "onnx": frozenset({"door"}),
 }
 
 
@@ -218,6 +219,8 @@ def read_spec(path: Path, text: str | None = None, artifacts: Path | None = None
             raise spec_error(path, key, "is missing", f"every spec names its {key} (docs/MODELS.md)")
     typed_keys = {key: typed(path, key, value) for key, value in raw.items()}
     spec = ModelSpec(name=name, path=path, given=frozenset(raw), artifacts=artifacts, **typed_keys)
+    if spec.task not in TASK_KEYS:
+        raise spec_error(path, "task", f"is {spec.task!r}, which the kit does not know", f"the tasks are {', '.join(TASK_KEYS)}")
     for key in sorted(set(raw) - set(REQUIRED)):
         tasks = [task for task, keys in TASK_KEYS.items() if key in keys]
         if tasks and spec.task not in tasks:

@@ -12,7 +12,8 @@ from tritonclient.grpc import model_config_pb2 as mc
 from kit.control.configs import RepositoryError
 from kit.control.models import main as kit_main
 from kit.control.repository import servable_specs
-from kit.control.specs import SpecError, read_spec, read_specs
+from kit.control.specs import TASK_KEYS, SpecError, read_spec, read_specs
+from kit.control.tasks import TASKS
 from tests import onnx_graphs
 from tests.profiles import configs
 
@@ -96,6 +97,11 @@ def test_a_mistake_in_a_spec_names_the_spec_and_the_key(graphs, tmp_path, text, 
         configs("cpu", specs=read_specs(path.parent))
     message = str(caught.value)
     assert str(path) in message and f"`{key}`" in message and words in message, message
+
+
+def test_a_spec_is_read_with_the_tasks_the_kit_plans():
+    # A spec's task is refused when the spec is read, from specs' list; kit.control.tasks plans each of them.
+    assert list(TASK_KEYS) == list(TASKS)
 
 
 def test_a_spec_that_is_not_toml_says_so(tmp_path):
