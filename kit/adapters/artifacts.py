@@ -42,9 +42,13 @@ def token_pipeline(folder: Path, settings: TextSettings) -> TokenPipeline:
     meta = json.loads((folder / "export.json").read_text())
     shared = tokens_and_buckets(folder, meta, settings)
     del shared["max_chars"]  # windows of tokens, not chunks of characters
-    labels = [meta["id2label"][str(index)] for index in range(int(meta["num_labels"]))]
     stride, unknown = int(meta["stride"]), meta["unk_token_id"]
-    return TokenPipeline(**shared, labels=labels, stride=stride, unk_id=unknown, output=meta["outputs"][0])
+    return TokenPipeline(**shared, labels=export_labels(meta), stride=stride, unk_id=unknown, output=meta["outputs"][0])
+
+
+def export_labels(meta: dict) -> list[str]:
+    """A classifier's label names in its columns' order, as its export.json (`meta`) holds the checkpoint's id2label."""
+    return [meta["id2label"][str(index)] for index in range(int(meta["num_labels"]))]
 
 
 def tokens_and_buckets(folder: Path, meta: dict, settings: TextSettings) -> dict:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
+from kit.adapters.artifacts import export_labels
 from kit.adapters.settings import TextSettings, TextsSettings
 from kit.control import exports
 from kit.control.canary import CanaryError, golden_set
@@ -131,9 +132,8 @@ def door_answer(spec: ModelSpec) -> str:
 def checkpoint_labels(spec: ModelSpec, meta: dict) -> list[str]:
     """A classifier's label names in its columns' order (a text or an image one): the spec's, else the checkpoint's
     id2label, as its export.json `meta` holds them."""
-    count = int(meta["num_labels"])
-    require_label_count(spec, count)
-    return list(spec.labels) or [meta["id2label"][str(index)] for index in range(count)]
+    require_label_count(spec, int(meta["num_labels"]))
+    return list(spec.labels) or export_labels(meta)
 
 
 def labels(spec: ModelSpec, meta: dict) -> list[str]:

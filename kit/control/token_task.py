@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+from kit.adapters.artifacts import export_labels
 from kit.adapters.settings import TextSettings
 from kit.control import exports
 from kit.control.exports import Exporter
@@ -31,18 +32,13 @@ EXPORTER = Exporter(
 )
 
 
-def labels(meta: dict) -> list[str]:
-    """The classifier's label names, in its columns' order."""
-    return [meta["id2label"][str(index)] for index in range(int(meta["num_labels"]))]
-
-
 def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
     """The entry, its tokens model and its graph, placed as a text task's three models are."""
     meta = exports.export(spec, EXPORTER)
     chain = TextChain(*names(spec).values(), TOKENS_ADAPTER)
     configs = chain_configs(spec, chain, "tokens/tokens", "text-entities")
     configs[chain.graph].output[0].dims[:] = [-1, int(meta["num_labels"])]  # a row of label logits per token
-    types = json.dumps(entity_types(labels(meta)), ensure_ascii=False)  # what the door's schema names an entity's label
+    types = json.dumps(entity_types(export_labels(meta)), ensure_ascii=False)  # what the door's schema names an entity's label
     settings = TextSettings(
         classifier=chain.graph, max_chars=0, max_text_bytes=MAX_TEXT_BYTES, bucket_count=spec.bucket_count, labels=types
     )
@@ -54,6 +50,6 @@ def check_tokens(spec: ModelSpec) -> str:
     meta = exports.export(spec, EXPORTER)
     return (
         f"exported {spec.name}: ONNX Runtime and PyTorch logits differ by at most {meta['max_abs_diff']:.3g} "
-        f"(atol {meta['atol']:g}) for every token; labels {', '.join(labels(meta))}; texts read in windows of "
+        f"(atol {meta['atol']:g}) for every token; labels {', '.join(export_labels(meta))}; texts read in windows of "
         f"{meta['max_tokens']} tokens that share {meta['stride']}"
     )
