@@ -57,6 +57,13 @@ def keys(cls: type) -> set[str]:
     return {key for f in fields(cls) for key in (keys(hints[f.name]) if is_dataclass(hints[f.name]) else {f.name})}
 
 
+def refuse_unknown(kind: type, params: dict) -> None:
+    """A parameter the dataclass `kind` does not read is refused, with those it reads: a typo fails the build."""
+    unknown = sorted(set(params) - keys(kind))
+    if unknown:
+        raise SettingsError(f"{kind.__name__}: unknown parameters {unknown} (known: {sorted(keys(kind))})")
+
+
 def parse(cls: type[S], params: dict[str, str]) -> S:
     hints = typing.get_type_hints(cls)
     values = {}
@@ -81,11 +88,8 @@ class Settings:
 
     @classmethod
     def from_parameters(cls: type[S], params: dict[str, str]) -> S:
-        known = keys(cls)
         params = {key: value for key, value in params.items() if not key.startswith(DOOR_PREFIX)}
-        unknown = sorted(set(params) - known)
-        if unknown:
-            raise SettingsError(f"{cls.__name__}: unknown parameters {unknown} (known: {sorted(known)})")
+        refuse_unknown(cls, params)
         return parse(cls, params)
 
     @classmethod
@@ -102,9 +106,7 @@ class Settings:
     def with_parameters(self: S, params: dict[str, object]) -> S:
         """These settings with some fields given as a profile gives them (strings, or JSON values), each converted by
         its type; an unknown one is refused."""
-        unknown = sorted(set(params) - {f.name for f in fields(self)})
-        if unknown:
-            raise SettingsError(f"{type(self).__name__}: unknown parameters {unknown} (known: {sorted(keys(type(self)))})")
+        refuse_unknown(type(self), params)
         hints = typing.get_type_hints(type(self))
         values = {key: convert(str(value), hints[key], key) for key, value in params.items()}
         try:
@@ -267,9 +269,7 @@ def module_settings(kind: type | None, params: dict[str, str]) -> object:
         if params:
             raise SettingsError(f"parameters {sorted(params)} are the module's, but it declares no SETTINGS")
         return None
-    unknown = sorted(set(params) - keys(kind))
-    if unknown:
-        raise SettingsError(f"{kind.__name__}: unknown parameters {unknown} (known: {sorted(keys(kind))})")
+    refuse_unknown(kind, params)
     return parse(kind, params)
 
 
