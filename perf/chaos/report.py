@@ -59,7 +59,7 @@ def problems(figures: dict) -> list[str]:
             found.append(f"the broken version {fault['version']} was deployed")
     found += [f"{name} still running at the end" for name in figures["unfinished_faults"]]
     if not figures["ready_at_end"]:
-        found.append("the kit was not ready at the end")
+        found.append(f"the kit was not ready at the end: {figures['why_not_ready']}")
     serves = figures["radar_serves"]
     if isinstance(serves, str):
         found.append(f"the server did not say which versions of radar serve at the end: {serves}")

@@ -146,6 +146,7 @@ def run(options: Options, log=print) -> dict:
         clients.stop(options.grace)
         seconds = time.monotonic() - start
         ready = report.wait_ready(watch, READY_WAIT_S)
+        why_not_ready = None if ready else watch.why_not_ready()
         serving = radar_serves(kit, log)
         stubs_at_end = kit.describe()
         watch.stop()
@@ -161,6 +162,7 @@ def run(options: Options, log=print) -> dict:
         "supervisor": report.supervisor_figures(kit.events, start),
         "memory": watch.memory_figures(start + SETTLE_S),
         "ready_at_end": ready,
+        "why_not_ready": why_not_ready,
         "stubs_at_end": stubs_at_end,
         "radar_serves": serving,
         "left_behind": kit.left_behind(),

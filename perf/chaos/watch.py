@@ -5,13 +5,17 @@ regions whose stub is gone (left behind until the supervisor's restart removes t
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import numpy as np
 
+from kit.server.healthcheck import dead_stubs
 from kit.server.runtime import answers_ok
 from perf.chaos.served import ServedKit
 from perf.engine.procstats import rss_bytes_by_role
@@ -31,6 +35,17 @@ def shm_bytes(regions: set[str]) -> int:
         except FileNotFoundError:
             continue
     return total
+
+
+def answer_of(url: str, body: bytes | None = None):
+    """The JSON a GET (or, with `body`, a POST) of `url` answers, whatever its status; an error's text where none."""
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data=body), timeout=5) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return json.loads(exc.read() or b"null")
+    except (OSError, ValueError) as exc:
+        return f"{type(exc).__name__}: {exc}"
 
 
 class Watch:
@@ -57,6 +72,21 @@ class Watch:
     def ready(self) -> tuple[bool, bool]:
         triton = answers_ok(f"http://{self.kit.server.options.http_url}/v2/health/ready", timeout=1)
         return triton, answers_ok(f"{self.kit.door.url}/health/ready", timeout=1)
+
+    def why_not_ready(self) -> dict:
+        """What a kit not ready says for itself: the door's readiness answer (Triton's, each routed model's, the dead
+        stubs it sees, the canary), the model versions Triton does not call READY with its reason, and the server's
+        zombie stubs, each with the instance it served where the supervisor saw it alive."""
+        known = {stub.process.pid: f"{stub.model_py} {stub.instance}" for stub in self.kit.stubs.values()}
+        return {
+            "door": answer_of(f"{self.kit.door.url}/health/ready"),
+            "triton_not_ready": [
+                entry
+                for entry in answer_of(f"http://{self.kit.server.options.http_url}/v2/repository/index", b"{}") or []
+                if isinstance(entry, dict) and entry.get("state") != "READY"
+            ],
+            "zombie_stubs": {pid: known.get(pid, "never seen alive") for pid in dead_stubs(self.kit.server.process.pid)},
+        }
 
     def probe(self) -> None:
         while not self._stop.wait(PROBE_S):

@@ -1,14 +1,18 @@
-"""A chaos run's verdict (perf.chaos.report): memory flat in all and process by process, and a run whose server does
-not say at the end which versions serve reported as failed, not crashed."""
+"""A chaos run's verdict (perf.chaos.report): memory flat in all and process by process, a run whose server does
+not say at the end which versions serve reported as failed, not crashed, and a kit not ready at the end reported with
+what it said for itself."""
 
 from __future__ import annotations
 
+import http.server
 import socket
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 
 from perf.chaos.report import problems
 from perf.chaos.run import radar_serves
+from perf.chaos.watch import answer_of
 
 
 def figures(by_role: dict[str, tuple[float, float]]) -> dict:
@@ -49,3 +53,31 @@ def test_a_server_that_refuses_the_last_question_fails_the_run_with_why():
     assert "Connection refused" in serves
     run = figures({"door": (100.8, 110.0)}) | {"radar_serves": serves}
     assert problems(run) == [f"the server did not say which versions of radar serve at the end: {serves}"]
+
+
+def test_a_kit_not_ready_at_the_end_fails_the_run_with_what_the_door_and_triton_said():
+    """The door's 503 body is the run's answer to why (its dead stubs, models, canary), and a question nobody answers
+    says so instead of raising."""
+    body = b'{"ready": false, "dead_stubs": [4242]}'
+
+    class NotReady(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(503)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotReady) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        said = answer_of(f"http://127.0.0.1:{server.server_address[1]}/health/ready")
+        server.shutdown()
+    assert said == {"ready": False, "dead_stubs": [4242]}
+    with socket.socket() as bound:  # bound, never listening: refused
+        bound.bind(("127.0.0.1", 0))
+        assert "Connection refused" in answer_of(f"http://127.0.0.1:{bound.getsockname()[1]}/v2/repository/index", b"{}")
+    why = {"door": said, "triton_not_ready": [], "zombie_stubs": {4242: "never seen alive"}}
+    run = figures({"door": (100.8, 110.0)}) | {"ready_at_end": False, "why_not_ready": why}
+    assert problems(run) == [f"the kit was not ready at the end: {why}"]
