@@ -35,6 +35,25 @@ def table(headers: list[str], rows: list[list]) -> list[str]:
     return [fmt_row(headers), fmt_row(["---"] * len(headers)), *(fmt_row(r) for r in rows)]
 
 
+def limit_section(lim: dict, item: str, note: str = "", best_after: str = "") -> list[str]:
+    """The limit's layouts, their batch sizes where they have them, and the best; `note` says what it ran, `best_after`
+    adds to the line of the best."""
+    key, batched = f"{item}s_per_s", all("batch" in r for r in lim["layouts"])
+    headers = ["layout", *(["batch"] if batched else []), f"{item}s/s", f"{item}s / CPU-s"]
+    rows = [
+        [r["layout"], *([r["batch"]] if batched else []), f"{r[key]:.2f}", f"{r[f'{item}s_per_cpu_s']:.2f}"]
+        for r in lim["layouts"]
+    ]
+    best = lim["best"]
+    at = f" at batch {best['batch']}" if batched else ""
+    return [
+        f"## The limit (offline, in-process, same {item}s)\n",
+        *([note] if note else []),
+        *table(headers, rows),
+        f"\nBest: **{best['layout']}{at}: {best[key]:.2f} {item}s/s**{best_after}.\n",
+    ]
+
+
 def kit_time_table(results: dict, headers: list[str], cells: Callable[[dict], list[str]]) -> list[str]:
     """Each kit point (and the control's): its input and load, the workload's split of Triton's counters,
     server and client CPU."""

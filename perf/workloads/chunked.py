@@ -27,7 +27,7 @@ from kit.pipelines.text.entities import Entities
 from kit.runners.onnx import make_session
 from perf.baselines.chunked_model import RANKING, chunked_pipeline, results
 from perf.engine.inputs import InputSet
-from perf.engine.limit import CORES
+from perf.engine.limit import CORES, repeated
 from perf.engine.load import tensor
 from perf.engine.targets import variant_models
 from perf.workloads.tensor import ACCURACY_TIMEOUT_S, LIMIT_PASSES, TensorModelWorkload
@@ -158,11 +158,4 @@ def limit_job(spec: ModelSpec, parameters: dict[str, str], graph: str, items: li
     session = make_session(export_dir(spec) / graph, CORES)
     run = lambda arrays: session.run([pipeline.output], arrays)[0]  # noqa: E731
     batches = [items[start : start + batch] for start in range(0, len(items), batch)]
-    results(pipeline, feeds, run, batches[0])  # warm-up, outside the time
-
-    def work() -> None:
-        for _ in range(LIMIT_PASSES):
-            for part in batches:
-                results(pipeline, feeds, run, part)
-
-    return work
+    return repeated(functools.partial(results, pipeline, feeds, run), batches, LIMIT_PASSES)

@@ -26,9 +26,9 @@ from kit.control.specs import ModelSpec
 from kit.control.tasks import task_of
 from perf.baselines.image_model import ImageModel
 from perf.engine.inputs import InputSet
-from perf.engine.limit import CORES, in_parallel
+from perf.engine.limit import CORES, by_cores, measured, repeated
 from perf.engine.load import tensor
-from perf.engine.tables import kit_time_table, table
+from perf.engine.tables import kit_time_table, limit_section
 from perf.engine.workload import Workload
 from perf.workloads.tensor import SpecBaselines
 from samples.images import encode
@@ -119,23 +119,16 @@ class ImageModelWorkload(SpecBaselines, Workload):
         return {s["name"]: image_inputs(s) for s in spec["inputs"]}
 
     def limit(self, spec: dict, model_dir: Path, work: Path, inputs: dict[str, InputSet]) -> dict:
-        """Images/s of decoding, preprocessing and the graph in this process, in batches of each size: one process
-        whose session uses every core, and one 1-thread process per core, each on its share of the images."""
+        """Images/s of decoding, preprocessing and the graph in this process, in batches of each size, in both layouts
+        (perf.engine.limit.by_cores)."""
         lim = spec["limit"]
         images, passes = inputs[lim["input"]].items, lim.get("passes", LIMIT_PASSES)
-        shares = [images[k::CORES] for k in range(min(CORES, len(images)))]
-        job = functools.partial(limit_job, self.spec)
-        layouts = []
-        for b in lim["batch_sizes"]:
-            for name, jobs in (
-                (f"1 process, ONNX Runtime {CORES} threads", [functools.partial(job, images, b, CORES, passes)]),
-                (f"{len(shares)} processes x 1 thread", [functools.partial(job, share, b, 1, passes) for share in shares]),
-            ):
-                wall, cpu = in_parallel(jobs)
-                done = passes * len(images)
-                layouts.append({"layout": name, "batch": b, "images_per_s": done / wall, "images_per_cpu_s": done / cpu})
-                print(f"  {name}, batch {b}: {layouts[-1]['images_per_s']:.1f} images/s", flush=True)
-        return {"layouts": layouts, "best": max(layouts, key=lambda r: r["images_per_s"]), "passes": passes}
+        runs = [
+            (layout, b, jobs)
+            for b in lim["batch_sizes"]
+            for layout, jobs in by_cores(functools.partial(limit_job, self.spec, b, passes), images)
+        ]
+        return measured("image", runs, passes * len(images)) | {"passes": passes}
 
     def accuracy(self, target, spec: dict, model_dir: Path, inputs: dict[str, InputSet]) -> dict:
         """Every label's served probability for the first images, each sent alone, against the same image decoded,
@@ -175,18 +168,13 @@ class ImageModelWorkload(SpecBaselines, Workload):
         return out
 
     def sections(self, results: dict, out_dir: Path) -> list[str]:
-        out = []
-        lim = results.get("limit")
+        lim, out = results.get("limit"), []
         if lim:
-            rows = [[r["layout"], r["batch"], f"{r['images_per_s']:.1f}", f"{r['images_per_cpu_s']:.1f}"] for r in lim["layouts"]]
-            best = lim["best"]
-            out += [
-                "## The limit (offline, in-process, same images)\n",
-                f"Decoding, preprocessing and the graph in this process (perf.baselines.image_model, as the hand-rolled "
-                f"designs run them), the input set's images {lim['passes']} times, the graph run on batches of each size.\n",
-                *table(["layout", "batch", "images/s", "images / CPU-s"], rows),
-                f"\nBest: **{best['layout']} at batch {best['batch']}: {best['images_per_s']:.1f} images/s**.\n",
-            ]
+            note = (
+                "Decoding, preprocessing and the graph in this process (perf.baselines.image_model, as the hand-rolled "
+                f"designs run them), the input set's images {lim['passes']} times, the graph run on batches of each size.\n"
+            )
+            out = limit_section(lim, "image", note)
         times = kit_time_table(results, TIME_HEADERS, self.per_image)
         return [*out, "## Where the kit's time goes\n", self.time_note, *times, ""]
 
@@ -199,15 +187,9 @@ class ImageModelWorkload(SpecBaselines, Workload):
         )
 
 
-def limit_job(spec: ModelSpec, images: list[bytes], batch: int, threads: int, passes: int):
+def limit_job(spec: ModelSpec, batch: int, passes: int, images: list[bytes], threads: int):
     """The limit's work in one process: `images` decoded, preprocessed and classified `passes` times, in batches of
     `batch`."""
     model = ImageModel(spec, threads)
-    model.run({model.input: np.stack([model.pixels(data) for data in images[:batch]])})  # warm-up, outside the time
-
-    def work() -> None:
-        for _ in range(passes):
-            for start in range(0, len(images), batch):
-                model.run({model.input: np.stack([model.pixels(data) for data in images[start : start + batch]])})
-
-    return work
+    parts = [images[start : start + batch] for start in range(0, len(images), batch)]
+    return repeated(lambda part: model.run({model.input: np.stack([model.pixels(data) for data in part])}), parts, passes)

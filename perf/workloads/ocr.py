@@ -12,7 +12,7 @@ import base64
 from pathlib import Path
 
 from perf.engine.inputs import InputSet, input_set
-from perf.engine.tables import kit_time_table, table
+from perf.engine.tables import kit_time_table, limit_section
 from perf.engine.workload import Baseline, Workload
 from perf.workloads import ocr_limit
 from samples.images import mixed_images
@@ -117,7 +117,9 @@ class Ocr(Workload):
         return "; ".join(map(input_line, spec["inputs"]))
 
     def sections(self, results: dict, out_dir: Path) -> list[str]:
-        return (limit_section(results["limit"]) if results.get("limit") else []) + time_section(results)
+        lim = results.get("limit")
+        limit = limit_section(lim, "image", LIMIT_NOTE, f", over {lim['images']} images") if lim else []
+        return limit + time_section(results)
 
 
 def input_line(spec_input: dict) -> str:
@@ -157,17 +159,6 @@ TIME_HEADERS = [
     "rec executions / image",
     "crops / rec execution",
 ]
-
-
-def limit_section(lim: dict) -> list[str]:
-    rows = [[r["layout"], f"{r['images_per_s']:.2f}", f"{r['images_per_cpu_s']:.2f}"] for r in lim["layouts"]]
-    best = f"**{lim['best']['layout']}: {lim['best']['images_per_s']:.2f} images/s**"
-    return [
-        "## The limit (offline, in-process, same images)\n",
-        LIMIT_NOTE,
-        *table(["layout", "images/s", "images / CPU-s"], rows),
-        f"\nBest (the limit): {best}, over {lim['images']} images.\n",
-    ]
 
 
 def time_section(results: dict) -> list[str]:

@@ -24,9 +24,10 @@ from kit.adapters.settings import TextSettings, TorchRunnerSettings
 from kit.control.configs import parameters, template
 from kit.pipelines.text.pipeline import TextPipeline
 from perf.baselines.radar_model import TORCH_SHAPES
+from perf.engine import tables
 from perf.engine.inputs import InputSet, bytes_tensor, input_set
 from perf.engine.load import tensor
-from perf.engine.tables import kit_time_table, table
+from perf.engine.tables import kit_time_table
 from perf.engine.targets import variant_models
 from perf.engine.workload import Baseline, Workload
 from perf.sim.device import SIM
@@ -273,16 +274,10 @@ TIME_HEADERS = [
 def limit_section(lim: dict, ceiling: dict | None = None) -> list[str]:
     """The limit's layouts and its best; where FLOPs per chunk were counted, the best against the spec's `ceiling` (a
     device's peak {"tflops", "of"})."""
-    rows = [[r["layout"], r["batch"], f"{r['chunks_per_s']:.2f}", f"{r['chunks_per_cpu_s']:.2f}"] for r in lim["layouts"]]
-    best = f"**{lim['best']['layout']} at batch {lim['best']['batch']}: {lim['best']['chunks_per_s']:.2f} chunks/s**"
     per_text = f"{lim['texts_per_s']:.2f} texts/s at {lim['chunks_per_text']:.2f} chunks per text"
     buckets = f", padded to {lim['bucket_count']} length buckets as every target of the run" if "bucket_count" in lim else ""
     graph = f", on `{lim['graph']}`" if "graph" in lim else ""
-    out = [
-        "## The limit (offline, in-process, same chunks)\n",
-        *table(["layout", "batch", "chunks/s", "chunks / CPU-s"], rows),
-        f"\nBest: {best} ({per_text}), over {lim['chunks']} chunks{buckets}{graph}.\n",
-    ]
+    out = tables.limit_section(lim, "chunk", best_after=f" ({per_text}), over {lim['chunks']} chunks{buckets}{graph}")
     return out + (ceiling_lines(lim, ceiling) if "flops_per_chunk" in lim else [])
 
 
