@@ -72,6 +72,10 @@ class Workload:
     deployment: Deployment = Deployment()  # what kit variants are built from: set per spec by `for_spec`
     metric_prefixes: tuple[str, ...] = ()  # Prometheus counters of the kit to difference over each point
     columns: tuple[Column, ...] = ()
+    # The models whose Triton counters split the kit's time (perf.engine.tables.time_section), each as the names it has
+    # had (the first a point's counters hold counts), and the report's words on what each does.
+    timed: tuple[tuple[str, ...], ...] = ()
+    time_note: str = ""
     model_note: str = ""  # the report's words on the model (a spec's `model_note` overrides it)
     load_note: str = ""  # on how requests reach each target
     workers_note: str = ""  # on what the memory table's worker count means for the kit
@@ -135,7 +139,7 @@ class Workload:
         raise NotImplementedError
 
     def sections(self, results: dict, out_dir: Path) -> list[str]:
-        """The report's own sections, as Markdown lines, after the results and targets (the limit, where the time goes)."""
+        """The report's own sections, as Markdown lines, after the results and targets (the limit)."""
         return []
 
     def headline(self, results: dict) -> str:

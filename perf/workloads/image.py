@@ -28,7 +28,7 @@ from perf.baselines.image_model import ImageModel
 from perf.engine.inputs import InputSet
 from perf.engine.limit import CORES, by_cores, measured, repeated
 from perf.engine.load import tensor
-from perf.engine.tables import kit_time_table, limit_section
+from perf.engine.tables import limit_section
 from perf.engine.workload import Workload
 from perf.workloads.tensor import SpecBaselines
 from samples.images import encode
@@ -37,14 +37,6 @@ ACCURACY_TIMEOUT_S = 60.0
 ASPECTS = ((1, 1), (4, 3), (3, 4), (16, 9), (9, 16))  # width : height of the generated pictures, in turn
 FORMATS = (("PNG", {}), ("JPEG", {"quality": 90}))  # in turn, after the aspect ratios
 LIMIT_PASSES = 3  # the limit runs the input set's images this many times at each batch size, unless the spec says
-TIME_HEADERS = [
-    "pixels queue",
-    "pixels ms / run",
-    "images / pixels run",
-    "classifier queue",
-    "classifier ms / run",
-    "images / classifier run",
-]
 
 
 def picture(rng: np.random.Generator, width: int, height: int) -> Image.Image:
@@ -107,10 +99,8 @@ class ImageModelWorkload(SpecBaselines, Workload):
             f"{self.meta['width']} pixels, {self.meta['num_labels']} labels)"
         )
         self.workers_note = f"The kit's count is `{self.workers}`'s instances (`{self.pixels}` runs one)."
-        self.time_note = (
-            f"Triton's own counters over each run (ms): `{self.pixels}` (decoding and preprocessing) and `{self.workers}` "
-            "(the graph), each one's queue per image, compute per execution (run) and the images a run carried.\n"
-        )
+        self.timed = ((self.pixels,), (self.workers,))
+        self.time_note = f"`{self.pixels}` decodes and preprocesses, `{self.workers}` runs the graph."
 
     def label(self, models: dict) -> str:
         return f"instances={models[self.workers].get('instances', self.spec.instances)}"
@@ -155,28 +145,15 @@ class ImageModelWorkload(SpecBaselines, Workload):
             "reference": "the export's preprocessing and model.onnx on ONNX Runtime, in-process",
         }
 
-    def per_image(self, row: dict) -> list[str]:
-        t = row.get("triton") or {}
-        pixels, clf = t.get(self.pixels, {}), t.get(self.workers, {})
-        if not all(m.get("requests") and m.get("executions") for m in (pixels, clf)):
-            return ["-"] * len(TIME_HEADERS)
-        ms = lambda ns, n: f"{ns / n / 1e6:.2f}"  # noqa: E731
-        out = []
-        for model in (pixels, clf):  # each request of a run is counted the run's compute: per request, ms per run
-            out += [ms(model["queue"], model["requests"]), ms(model["compute_infer"], model["requests"])]
-            out.append(f"{model['inferences'] / model['executions']:.1f}")
-        return out
-
     def sections(self, results: dict, out_dir: Path) -> list[str]:
-        lim, out = results.get("limit"), []
-        if lim:
-            note = (
-                "Decoding, preprocessing and the graph in this process (perf.baselines.image_model, as the hand-rolled "
-                f"designs run them), the input set's images {lim['passes']} times, the graph run on batches of each size.\n"
-            )
-            out = limit_section(lim, "image", note)
-        times = kit_time_table(results, TIME_HEADERS, self.per_image)
-        return [*out, "## Where the kit's time goes\n", self.time_note, *times, ""]
+        lim = results.get("limit")
+        if not lim:
+            return []
+        note = (
+            "Decoding, preprocessing and the graph in this process (perf.baselines.image_model, as the hand-rolled "
+            f"designs run them), the input set's images {lim['passes']} times, the graph run on batches of each size.\n"
+        )
+        return limit_section(lim, "image", note)
 
     def inputs_line(self, spec: dict) -> str:
         aspects = ", ".join(f"{a}:{b}" for a, b in ASPECTS)

@@ -33,12 +33,6 @@ class TextModelWorkload(Radar):
         self.door_route = spec.door_route.removeprefix("/")
         self.model_note = f"{spec.name} from {spec.path.name} (task {spec.task}: {spec.source})"
         self.workers_note = f"The kit's count is `{self.workers}`'s instances."
-        self.time_note = (
-            f"Triton's own counters over each run, per text request (entry = `{self.texts}`, the Python model behind the "
-            f"`{self.entry}` ensemble that takes the text: its compute is that of the execution the text was in, until its "
-            f"chunks fit the window of chunks in flight; classifier = `{self.workers}`, per execution). Stub I/O is the "
-            "Python backends' input+output copying.\n"
-        )
 
     @property
     def answers(self) -> tuple[str, str]:
