@@ -18,7 +18,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-import tritonclient.grpc as grpcclient
 
 from kit.control.exports import export_dir
 from kit.control.specs import ModelSpec
@@ -28,9 +27,9 @@ from kit.runners.onnx import make_session
 from perf.baselines.chunked_model import RANKING, chunked_pipeline, results
 from perf.engine.inputs import InputSet
 from perf.engine.limit import CORES, repeated
-from perf.engine.load import tensor
+from perf.engine.load import served_answers
 from perf.engine.targets import variant_models
-from perf.workloads.tensor import ACCURACY_TIMEOUT_S, LIMIT_PASSES, TensorModelWorkload
+from perf.workloads.tensor import LIMIT_PASSES, TensorModelWorkload
 from samples.texts import sample_texts
 
 QUERIES = ["When does the committee meet?", "What do detectors learn from?", "Which results are state of the art?"]
@@ -113,14 +112,8 @@ class ChunkedModelWorkload(TensorModelWorkload):
         session = make_session(self.folder / "model.onnx", CORES)
         run = lambda arrays: session.run([pipeline.output], arrays)[0]  # noqa: E731
         wanted = results(pipeline, feeds, run, chosen.items[:count])
-        client = grpcclient.InferenceServerClient(target.grpc_url)
-        worst = 0.0
-        try:
-            for arrays, want in zip(chosen.tensors[:count], wanted):
-                answer = client.infer(self.entry, [tensor(k, v) for k, v in arrays.items()], client_timeout=ACCURACY_TIMEOUT_S)
-                worst = max(worst, difference(answer, want))
-        finally:
-            client.close()
+        answers = served_answers(target, self.entry, chosen.tensors[:count])
+        worst = max((difference(answer, want) for answer, want in zip(answers, wanted)), default=0.0)
         compared = "SCORE" if self.ranking else "ENTITY_LABELS, ENTITY_WORDS and ENTITY_SPANS equal, ENTITY_SCORES"
         reference = "the kit's pipeline on model.onnx in ONNX Runtime, in-process"
         return {"requests": count, "max_abs_diff": worst, "reference": reference, "compared": compared}

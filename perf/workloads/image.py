@@ -18,7 +18,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-import tritonclient.grpc as grpcclient
 from PIL import Image
 
 from kit.control.exports import export, export_dir
@@ -27,13 +26,12 @@ from kit.control.tasks import task_of
 from perf.baselines.image_model import ImageModel
 from perf.engine.inputs import InputSet
 from perf.engine.limit import CORES, by_cores, measured, repeated
-from perf.engine.load import tensor
+from perf.engine.load import max_diff, served_answers
 from perf.engine.tables import limit_section
 from perf.engine.workload import Workload
 from perf.workloads.tensor import SpecBaselines
 from samples.images import encode
 
-ACCURACY_TIMEOUT_S = 60.0
 ASPECTS = ((1, 1), (4, 3), (3, 4), (16, 9), (9, 16))  # width : height of the generated pictures, in turn
 FORMATS = (("PNG", {}), ("JPEG", {"quality": 90}))  # in turn, after the aspect ratios
 LIMIT_PASSES = 3  # the limit runs the input set's images this many times at each batch size, unless the spec says
@@ -126,17 +124,12 @@ class ImageModelWorkload(SpecBaselines, Workload):
         chosen = inputs[spec["sweep"]["input"]]
         count = min(spec["accuracy"].get("requests", 8), len(chosen.items))
         model = ImageModel(self.spec, CORES)
-        client = grpcclient.InferenceServerClient(target.grpc_url)
         worst, agree = 0.0, 0
-        try:
-            for data, arrays in zip(chosen.items[:count], chosen.tensors[:count]):
-                request = [tensor(name, value) for name, value in arrays.items()]
-                served = client.infer(self.entry, request, client_timeout=ACCURACY_TIMEOUT_S).as_numpy("SCORES").reshape(-1)
-                want = model.run({model.input: model.pixels(data)[np.newaxis]})[0].reshape(-1)
-                worst = max(worst, float(np.abs(served.astype(np.float64) - want).max(initial=0.0)))
-                agree += int(served.argmax() == want.argmax())
-        finally:
-            client.close()
+        for data, answer in zip(chosen.items[:count], served_answers(target, self.entry, chosen.tensors[:count])):
+            served = answer.as_numpy("SCORES").reshape(-1)
+            want = model.run({model.input: model.pixels(data)[np.newaxis]})[0].reshape(-1)
+            worst = max(worst, max_diff(served, want))
+            agree += int(served.argmax() == want.argmax())
         return {
             "requests": count,
             "max_abs_diff": worst,

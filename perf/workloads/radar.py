@@ -16,7 +16,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-import tritonclient.grpc as grpcclient
 
 from kit.adapters.artifacts import text_pipeline
 from kit.adapters.settings import TextSettings, TorchRunnerSettings
@@ -25,7 +24,7 @@ from kit.pipelines.text.pipeline import TextPipeline
 from perf.baselines.radar_model import TORCH_SHAPES
 from perf.engine import tables
 from perf.engine.inputs import InputSet, bytes_tensor, input_set
-from perf.engine.load import tensor
+from perf.engine.load import served_answers
 from perf.engine.targets import variant_models
 from perf.engine.workload import Baseline, Workload
 from perf.sim.device import SIM
@@ -34,8 +33,6 @@ from samples.texts import sample_texts
 
 # What of the PyTorch runner a kit variant may turn off, by its profile key, as its label names it.
 RUNNER_PARTS = (("batch_ladder", "ladder"), ("warm_up", "warm-up"), ("cuda_graphs", "graphs"))
-# One request of the accuracy check: a hung server fails the check, not the run.
-ACCURACY_TIMEOUT_S = 60.0
 
 
 def kit_runner(classifier: dict[str, str]) -> dict:
@@ -208,22 +205,15 @@ class Radar(Workload):
         params, clf = self.served(model_dir, target.workdir / "accuracy")
         pipeline = text_pipeline(model_dir, TextSettings.from_parameters(params))
         reference, logits = radar_limit.reference_logits(model_dir, clf)
-        client = grpcclient.InferenceServerClient(target.grpc_url)
-        diffs = []
-        try:
-            for text in texts:
-                plan = pipeline.plan(text)
-                expected = pipeline.finish(plan, [logits(g.input_ids, g.attention_mask) for g in plan.groups])
-                request = [tensor(name, value) for name, value in bytes_tensor("TEXT", text).items()]
-                answer = client.infer(self.entry, request, client_timeout=ACCURACY_TIMEOUT_S)
-                text_output, chunk_output = self.answers
-                if text_output == "SCORE":
-                    served = {"SCORE": np.array([expected.score]), "CHUNK_SCORES": expected.chunk_scores}
-                else:  # every label's probabilities, or an embedding
-                    served = {text_output: expected.values, chunk_output: expected.chunk_values}
-                diffs += [float(np.abs(answer.as_numpy(name).reshape(want.shape) - want).max()) for name, want in served.items()]
-        finally:
-            client.close()
+        diffs, (text_output, chunk_output) = [], self.answers
+        for text, answer in zip(texts, served_answers(target, self.entry, (bytes_tensor("TEXT", t) for t in texts))):
+            plan = pipeline.plan(text)
+            expected = pipeline.finish(plan, [logits(g.input_ids, g.attention_mask) for g in plan.groups])
+            if text_output == "SCORE":
+                served = {"SCORE": np.array([expected.score]), "CHUNK_SCORES": expected.chunk_scores}
+            else:  # every label's probabilities, or an embedding
+                served = {text_output: expected.values, chunk_output: expected.chunk_values}
+            diffs += [float(np.abs(answer.as_numpy(name).reshape(want.shape) - want).max()) for name, want in served.items()]
         return {"requests": len(texts), "max_abs_diff": max(diffs), "reference": reference, "compared": " and ".join(served)}
 
     def inputs_line(self, spec: dict) -> str:

@@ -16,7 +16,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-import tritonclient.grpc as grpcclient
 
 from kit.control.configs import example_inputs
 from kit.control.specs import ModelSpec
@@ -24,11 +23,10 @@ from kit.control.tasks import entry_config
 from kit.runners.onnx import make_session
 from perf.engine.inputs import InputSet
 from perf.engine.limit import CORES, measured, repeated
-from perf.engine.load import tensor
+from perf.engine.load import max_diff, served_answers
 from perf.engine.tables import limit_section
 from perf.engine.workload import Baseline, Workload
 
-ACCURACY_TIMEOUT_S = 60.0
 LIMIT_PASSES = 20
 
 
@@ -105,16 +103,10 @@ class TensorModelWorkload(SpecBaselines, Workload):
         items = inputs[spec["sweep"]["input"]].tensors[: spec["accuracy"].get("requests", 8)]
         session = make_session(self.spec.source_path, CORES)
         names = [t.name for t in self.config.output]
-        client = grpcclient.InferenceServerClient(target.grpc_url)
         worst = 0.0
-        try:
-            for arrays in items:
-                result = client.infer(self.entry, [tensor(k, v) for k, v in arrays.items()], client_timeout=ACCURACY_TIMEOUT_S)
-                for name, want in zip(names, session.run(names, arrays)):
-                    got = result.as_numpy(name).reshape(want.shape)
-                    worst = max(worst, float(np.abs(got.astype(np.float64) - want).max(initial=0.0)))
-        finally:
-            client.close()
+        for arrays, result in zip(items, served_answers(target, self.entry, items)):
+            for name, want in zip(names, session.run(names, arrays)):
+                worst = max(worst, max_diff(result.as_numpy(name), want))
         return {"requests": len(items), "max_abs_diff": worst, "reference": f"{self.spec.source_path.name} on ONNX Runtime"}
 
     def sections(self, results: dict, out_dir: Path) -> list[str]:
