@@ -9,6 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kit.control.exports import export_dir
+from kit.control.specs import ModelSpec
+from kit.control.tasks import task_of
 from perf.engine.inputs import InputSet
 
 
@@ -83,6 +86,22 @@ class Workload:
     # Models from specs (kit.control.specs) that kit variants serve beside `models`; none for the shipped workloads,
     # whose variants so leave out whatever specs the project's models/ holds.
     specs: dict = {}
+
+    def of_model(self, model: ModelSpec, roles: dict[str, str]) -> dict[str, str]:
+        """This workload on the models a spec's task plans (`python -m perf sweep --model NAME`): named as the spec,
+        its `entry`, and each of `roles` (attribute -> the task's name for the model, e.g. {"workers": "classifier"})
+        set to that model's name; its export folder the report's; a user's spec built beside the shipped ones. The
+        task's names, for what a workload adds."""
+        names = task_of(model).names(model)
+        self.spec, self.name, self.title, self.artifacts = model, model.name, model.name, model.name
+        self.entry, self.folder, self.door_route = names["entry"], export_dir(model), model.door_route.removeprefix("/")
+        for attribute, role in roles.items():
+            setattr(self, attribute, names[role])
+        self.models = (self.entry, *(names[role] for role in roles.values()))
+        self.specs = {} if model.shipped else {model.name: model}  # a shipped spec's models are in every build
+        self.model_note = f"{model.name} from {model.path.name} (task {model.task}: {model.source})"
+        self.workers_note = f"The kit's count is `{self.workers}`'s instances."
+        return names
 
     def for_spec(self, spec: dict) -> Workload:
         """This workload deployed as `spec` says (its `profile` and `placement`)."""

@@ -21,7 +21,6 @@ import numpy as np
 
 from kit.control.exports import export_dir
 from kit.control.specs import ModelSpec
-from kit.control.tasks import task_of
 from kit.pipelines.text.entities import Entities
 from kit.runners.onnx import make_session
 from perf.baselines.chunked_model import RANKING, chunked_pipeline, results
@@ -44,15 +43,8 @@ class ChunkedModelWorkload(TensorModelWorkload):
     limit_batches = "planned together in batches of each size, their chunks or windows merged into the graph's batches"
 
     def __init__(self, spec: ModelSpec):
-        part = PARTS[spec.task]
-        model = task_of(spec).names(spec)
-        self.spec, self.ranking = spec, spec.task == RANKING
-        self.name = self.title = self.artifacts = spec.name
-        self.entry, self.texts, self.workers = model["entry"], model[part], model["classifier"]
-        self.models = (self.entry, self.texts, self.workers)
-        self.specs = {spec.name: spec}
-        self.folder = export_dir(spec)  # the report's model folder: the export the pipeline and the graph come from
-        self.door_route = spec.door_route.removeprefix("/")
+        self.of_model(spec, {"texts": PARTS[spec.task], "workers": "classifier"})
+        self.ranking = spec.task == RANKING
         self.request = self.item = "document" if self.ranking else "text"
         self.limit_subject = f"The kit's pipeline and the graph ({self.texts}'s work and {self.workers}'s)"
         self.model_note = f"{spec.name} from {spec.path.name} (task {spec.task}: {spec.source})"

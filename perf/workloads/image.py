@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from kit.control.exports import export, export_dir
+from kit.control.exports import export
 from kit.control.specs import ModelSpec
 from kit.control.tasks import task_of
 from perf.baselines.image_model import ImageModel
@@ -83,15 +83,8 @@ class ImageModelWorkload(SpecBaselines, Workload):
     )
 
     def __init__(self, spec: ModelSpec):
-        model = task_of(spec).names(spec)
-        self.spec = spec
-        self.name = self.title = self.artifacts = spec.name
-        self.entry, self.pixels, self.workers = model["entry"], model["pixels"], model["classifier"]
-        self.models = (self.entry, self.pixels, self.workers)
-        self.specs = {spec.name: spec}
+        self.of_model(spec, {"pixels": "pixels", "workers": "classifier"})
         self.meta = export(spec, task_of(spec).exporter(spec))  # the export, made now if it is missing or stale
-        self.folder = export_dir(spec)  # the report's model folder: the export the graph and preprocessing come from
-        self.door_route = spec.door_route.removeprefix("/")
         self.model_note = (
             f"{spec.name} from {spec.path.name} (task {spec.task}: {spec.source}; {self.meta['height']}x"
             f"{self.meta['width']} pixels, {self.meta['num_labels']} labels)"

@@ -24,9 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from kit.control.configs import SOURCE, parameters
-from kit.control.exports import export_dir
 from kit.control.specs import ModelSpec
-from kit.control.tasks import shipped_specs, task_of
+from kit.control.tasks import shipped_specs
 from kit.runners.onnx import make_session
 from perf.baselines.pixels_model import PixelsModel, graph_inputs
 from perf.engine.inputs import InputSet
@@ -93,15 +92,9 @@ class PixelsWorkload(SpecBaselines, Workload):
     )
 
     def __init__(self, spec: ModelSpec, name: str = "", title: str = ""):
-        model = task_of(spec).names(spec)
-        self.spec = spec
+        self.of_model(spec, {"workers": "backbone"})
         self.name, self.title = name or spec.name, title or spec.name
-        self.entry, self.workers = model["entry"], model["backbone"]
-        self.models = (self.entry, self.workers)
         self.artifacts = spec.source if spec.shipped else spec.name
-        self.specs = {} if spec.shipped else {spec.name: spec}
-        self.folder = export_dir(spec)  # the report's model folder (`--model`)
-        self.door_route = spec.door_route.removeprefix("/")
         self.padding = f'padded_batch_elements{{kind="padding",model="{self.entry}"}}'
         self.valid = f'padded_batch_elements{{kind="valid",model="{self.entry}"}}'
         self.mixed = f'padded_batch_runs{{model="{self.entry}",shapes="mixed"}}'
