@@ -2,15 +2,17 @@
 
 A job sets itself up (sessions, warm-up) and returns the work to time, so that set-up stays out of
 the numbers: `timed` runs one in this process; `in_parallel` runs several in processes started
-together once every one is set up (N processes x 1 thread against one process with all cores).
+together once every one is set up (N processes x 1 thread against one process with all cores);
+`measured` times each layout of a workload's limit so, and every workload's limit reads alike.
 """
 
 from __future__ import annotations
 
+import functools
 import multiprocessing as mp
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 
 CORES = os.cpu_count() or 1
@@ -57,3 +59,37 @@ def in_child(job: Callable, *args):
 def shared_counter():
     """A counter that processes of `in_parallel` share, to take the next item of a common list."""
     return mp.get_context("spawn").Value("i", 0)
+
+
+def repeated(run: Callable, parts: Sequence, passes: int) -> Callable[[], None]:
+    """A job's work: `run` on every part, `passes` times, after one untimed run of the first part (the warm-up)."""
+    run(parts[0])
+
+    def work() -> None:
+        for _ in range(passes):
+            for part in parts:
+                run(part)
+
+    return work
+
+
+def by_cores(job: Callable[..., Job], items: list, noun: str = "process", nouns: str = "processes") -> list:
+    """The two layouts of `job(items, threads)`: one `noun` whose sessions use every core, and one 1-thread `noun` per
+    core, each on its share of the items (the second only where there are cores and items to share)."""
+    shares = [items[k::CORES] for k in range(min(CORES, len(items)))]
+    layouts = [(f"1 {noun} x {CORES} threads", [functools.partial(job, items, CORES)])]
+    if len(shares) > 1:
+        layouts.append((f"{len(shares)} {nouns} x 1 thread", [functools.partial(job, share, 1) for share in shares]))
+    return layouts
+
+
+def measured(item: str, runs: list[tuple[str, int | None, list[Job]]], done: float) -> dict:
+    """Each run (its layout, its batch size or None, its jobs, in processes started together) in `item`s per second
+    and per CPU-second, each having done `done` of them; and the best run, which is the limit."""
+    layouts = []
+    for layout, batch, jobs in runs:
+        wall, cpu = in_parallel(jobs)
+        layouts.append({"layout": layout, **({"batch": batch} if batch is not None else {})})
+        layouts[-1] |= {f"{item}s_per_s": done / wall, f"{item}s_per_cpu_s": done / cpu}
+        print(f"  {layout}" + (f", batch {batch}" if batch is not None else "") + f": {done / wall:.1f} {item}s/s", flush=True)
+    return {"layouts": layouts, "best": max(layouts, key=lambda r: r[f"{item}s_per_s"])}

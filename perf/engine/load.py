@@ -14,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import aiohttp
 import numpy as np
 import psutil
+import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as aioclient
 from tritonclient.utils import np_to_triton_dtype
 
@@ -30,6 +31,7 @@ from perf.engine.targets import difference
 JSON = {"Content-Type": "application/json"}
 # A request that takes longer fails the point instead of hanging it.
 REQUEST_TIMEOUT_S = 600.0
+ACCURACY_TIMEOUT_S = 60.0  # one request of an accuracy check: a hung server fails the check, not the run
 
 
 @dataclass
@@ -70,6 +72,21 @@ def tensor(name: str, value: np.ndarray) -> aioclient.InferInput:
     request = aioclient.InferInput(name, list(value.shape), np_to_triton_dtype(value.dtype))
     request.set_data_from_numpy(value)
     return request
+
+
+def served_answers(target, model: str, requests: Iterable[dict[str, np.ndarray]]) -> Iterator[grpcclient.InferResult]:
+    """Each request's answer from `model` on the target's Triton, one at a time, as an accuracy check asks them."""
+    client = grpcclient.InferenceServerClient(target.grpc_url)
+    try:
+        for arrays in requests:
+            yield client.infer(model, [tensor(k, v) for k, v in arrays.items()], client_timeout=ACCURACY_TIMEOUT_S)
+    finally:
+        client.close()
+
+
+def max_diff(served: np.ndarray, want: np.ndarray) -> float:
+    """The largest absolute difference of a served output from its reference, in float64 (0 for an empty one)."""
+    return float(np.abs(served.reshape(want.shape).astype(np.float64) - want).max(initial=0.0))
 
 
 async def run_window(

@@ -26,6 +26,7 @@ from perf.engine.tables import (
     runner_section,
     sec,
     table,
+    time_section,
     verdict_lines,
 )
 from perf.engine.verdicts import judge
@@ -393,7 +394,7 @@ def render(results: dict, w: Workload, out_dir: Path) -> str:
         s += limit_rounds_section(results, w)
     if "projection" in results["spec"]:
         s += cost_section(results, w)
-    s += w.sections(results, out_dir) + runner_section(results, w)
+    s += w.sections(results, out_dir) + time_section(results, w) + runner_section(results, w)
     if results["probes"]:
         s += probes_section(results, w, out_dir)
     if results["probes"] + results["sweeps"] and all("peak_rss_mb" in r for r in results["probes"] + results["sweeps"]):

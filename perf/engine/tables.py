@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
 from perf.engine.workload import Verdict, Workload
 
@@ -35,22 +34,58 @@ def table(headers: list[str], rows: list[list]) -> list[str]:
     return [fmt_row(headers), fmt_row(["---"] * len(headers)), *(fmt_row(r) for r in rows)]
 
 
-def kit_time_table(results: dict, headers: list[str], cells: Callable[[dict], list[str]]) -> list[str]:
-    """Each kit point (and the control's): its input and load, the workload's split of Triton's counters,
-    server and client CPU."""
-    cores = results["machine"]["cores"]
+def limit_section(lim: dict, item: str, note: str = "", best_after: str = "") -> list[str]:
+    """The limit's layouts, their batch sizes where they have them, and the best; `note` says what it ran, `best_after`
+    adds to the line of the best."""
+    key, batched = f"{item}s_per_s", all("batch" in r for r in lim["layouts"])
+    headers = ["layout", *(["batch"] if batched else []), f"{item}s/s", f"{item}s / CPU-s"]
     rows = [
-        [
-            r["input"] + (f" ({r['family']})" if r["family"] != "kit" else ""),
-            r["load"],
-            *cells(r),
-            pct(r["server_cpu_s"], r["wall_s"], cores),
-            pct(r["client_cpu_s"], r["wall_s"], cores),
-        ]
-        for r in results["sweeps"]
-        if r["family"] in KIT_FAMILIES
+        [r["layout"], *([r["batch"]] if batched else []), f"{r[key]:.2f}", f"{r[f'{item}s_per_cpu_s']:.2f}"]
+        for r in lim["layouts"]
     ]
-    return table(["input", "load", *headers, "server CPU", "client CPU"], rows)
+    best = lim["best"]
+    at = f" at batch {best['batch']}" if batched else ""
+    return [
+        f"## The limit (offline, in-process, same {item}s)\n",
+        *([note] if note else []),
+        *table(headers, rows),
+        f"\nBest: **{best['layout']}{at}: {best[key]:.2f} {item}s/s**{best_after}.\n",
+    ]
+
+
+TIME_NOTE = (
+    "Triton's own counters over each kit point, for each model: its queue per request (ms), its compute per execution "
+    "(ms, from Triton's batch statistics; in runs from before they were read, per request: the compute of the execution "
+    "the request was in) and the requests an execution merged. "
+)
+
+
+def model_times(stats: dict | None) -> list[str]:
+    """One model's queue per request, compute per execution and requests per execution, from its counters over a point."""
+    if not stats or not stats.get("requests") or not stats.get("executions"):
+        return ["-"] * 3
+    executed = stats.get("execution_compute_infer")
+    compute = executed / stats["executions"] if executed else stats["compute_infer"] / stats["requests"]
+    queue, merged = stats["queue"] / stats["requests"], stats["inferences"] / stats["executions"]
+    return [f"{queue / 1e6:.1f}", f"{compute / 1e6:.1f}", f"{merged:.1f}"]
+
+
+def time_section(results: dict, w: Workload) -> list[str]:
+    """Where the kit's time goes: each kit point (and the control's), its input and load, the times of each model of
+    `w.timed` (the first of its names that the point's counters hold), server and client CPU."""
+    if not w.timed:
+        return []
+    cores, rows = results["machine"]["cores"], []
+    for r in (r for r in results["sweeps"] if r["family"] in KIT_FAMILIES):
+        counters = r.get("triton") or {}
+        times = [cell for names in w.timed for cell in model_times(next(filter(None, map(counters.get, names)), None))]
+        where = r["input"] + (f" ({r['family']})" if r["family"] != "kit" else "")
+        rows.append(
+            [where, r["load"], *times, pct(r["server_cpu_s"], r["wall_s"], cores), pct(r["client_cpu_s"], r["wall_s"], cores)]
+        )
+    headers = [f"{names[0]} {what}" for names in w.timed for what in ("queue ms", "ms / execution", "per execution")]
+    lines = table(["input", "load", *headers, "server CPU", "client CPU"], rows)
+    return ["## Where the kit's time goes\n", TIME_NOTE + w.time_note + "\n", *lines, ""]
 
 
 def verdict_lines(verdicts: list[Verdict]) -> list[str]:

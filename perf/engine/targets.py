@@ -256,40 +256,15 @@ class DoorTarget(KitTarget):
 
 
 def baseline_command(baseline: Baseline, setting: dict, port: int) -> list[str]:
+    """The baseline's server as its field report started it, on `port`."""
     py = sys.executable
     if baseline.server == "flask":
         return [py, "-m", baseline.app.split(":")[0], "--port", str(port)]
     if baseline.server == "gunicorn":
-        return [
-            py,
-            "-m",
-            "gunicorn",
-            "-k",
-            "gthread",
-            "-w",
-            str(setting["workers"]),
-            "--threads",
-            str(setting["threads"]),
-            "-b",
-            f"127.0.0.1:{port}",
-            "--timeout",
-            "600",
-            baseline.app,
-        ]
-    return [
-        py,
-        "-m",
-        "uvicorn",
-        baseline.app,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--workers",
-        str(setting.get("workers", 1)),
-        "--log-level",
-        "warning",
-    ]
+        workers = f"-w {setting['workers']} --threads {setting['threads']} -b 127.0.0.1:{port} --timeout 600"
+        return [py, "-m", "gunicorn", "-k", "gthread", *workers.split(), baseline.app]
+    workers = f"--host 127.0.0.1 --port {port} --workers {setting.get('workers', 1)} --log-level warning"
+    return [py, "-m", "uvicorn", baseline.app, *workers.split()]
 
 
 class HttpTarget:

@@ -9,6 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kit.control.exports import export_dir
+from kit.control.specs import ModelSpec
+from kit.control.tasks import task_of
 from perf.engine.inputs import InputSet
 
 
@@ -72,6 +75,10 @@ class Workload:
     deployment: Deployment = Deployment()  # what kit variants are built from: set per spec by `for_spec`
     metric_prefixes: tuple[str, ...] = ()  # Prometheus counters of the kit to difference over each point
     columns: tuple[Column, ...] = ()
+    # The models whose Triton counters split the kit's time (perf.engine.tables.time_section), each as the names it has
+    # had (the first a point's counters hold counts), and the report's words on what each does.
+    timed: tuple[tuple[str, ...], ...] = ()
+    time_note: str = ""
     model_note: str = ""  # the report's words on the model (a spec's `model_note` overrides it)
     load_note: str = ""  # on how requests reach each target
     workers_note: str = ""  # on what the memory table's worker count means for the kit
@@ -79,6 +86,22 @@ class Workload:
     # Models from specs (kit.control.specs) that kit variants serve beside `models`; none for the shipped workloads,
     # whose variants so leave out whatever specs the project's models/ holds.
     specs: dict = {}
+
+    def of_model(self, model: ModelSpec, roles: dict[str, str]) -> dict[str, str]:
+        """This workload on the models a spec's task plans (`python -m perf sweep --model NAME`): named as the spec,
+        its `entry`, and each of `roles` (attribute -> the task's name for the model, e.g. {"workers": "classifier"})
+        set to that model's name; its export folder the report's; a user's spec built beside the shipped ones. The
+        task's names, for what a workload adds."""
+        names = task_of(model).names(model)
+        self.spec, self.name, self.title, self.artifacts = model, model.name, model.name, model.name
+        self.entry, self.folder, self.door_route = names["entry"], export_dir(model), model.door_route.removeprefix("/")
+        for attribute, role in roles.items():
+            setattr(self, attribute, names[role])
+        self.models = (self.entry, *(names[role] for role in roles.values()))
+        self.specs = {} if model.shipped else {model.name: model}  # a shipped spec's models are in every build
+        self.model_note = f"{model.name} from {model.path.name} (task {model.task}: {model.source})"
+        self.workers_note = f"The kit's count is `{self.workers}`'s instances."
+        return names
 
     def for_spec(self, spec: dict) -> Workload:
         """This workload deployed as `spec` says (its `profile` and `placement`)."""
@@ -135,7 +158,7 @@ class Workload:
         raise NotImplementedError
 
     def sections(self, results: dict, out_dir: Path) -> list[str]:
-        """The report's own sections, as Markdown lines, after the results and targets (the limit, where the time goes)."""
+        """The report's own sections, as Markdown lines, after the results and targets (the limit)."""
         return []
 
     def headline(self, results: dict) -> str:

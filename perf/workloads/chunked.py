@@ -18,19 +18,17 @@ import json
 from pathlib import Path
 
 import numpy as np
-import tritonclient.grpc as grpcclient
 
 from kit.control.exports import export_dir
 from kit.control.specs import ModelSpec
-from kit.control.tasks import task_of
 from kit.pipelines.text.entities import Entities
 from kit.runners.onnx import make_session
 from perf.baselines.chunked_model import RANKING, chunked_pipeline, results
 from perf.engine.inputs import InputSet
-from perf.engine.limit import CORES
-from perf.engine.load import tensor
+from perf.engine.limit import CORES, repeated
+from perf.engine.load import served_answers
 from perf.engine.targets import variant_models
-from perf.workloads.tensor import ACCURACY_TIMEOUT_S, LIMIT_PASSES, TensorModelWorkload
+from perf.workloads.tensor import LIMIT_PASSES, TensorModelWorkload
 from samples.texts import sample_texts
 
 QUERIES = ["When does the committee meet?", "What do detectors learn from?", "Which results are state of the art?"]
@@ -45,15 +43,8 @@ class ChunkedModelWorkload(TensorModelWorkload):
     limit_batches = "planned together in batches of each size, their chunks or windows merged into the graph's batches"
 
     def __init__(self, spec: ModelSpec):
-        part = PARTS[spec.task]
-        model = task_of(spec).names(spec)
-        self.spec, self.ranking = spec, spec.task == RANKING
-        self.name = self.title = self.artifacts = spec.name
-        self.entry, self.texts, self.workers = model["entry"], model[part], model["classifier"]
-        self.models = (self.entry, self.texts, self.workers)
-        self.specs = {spec.name: spec}
-        self.folder = export_dir(spec)  # the report's model folder: the export the pipeline and the graph come from
-        self.door_route = spec.door_route.removeprefix("/")
+        self.of_model(spec, {"texts": PARTS[spec.task], "workers": "classifier"})
+        self.ranking = spec.task == RANKING
         self.request = self.item = "document" if self.ranking else "text"
         self.limit_subject = f"The kit's pipeline and the graph ({self.texts}'s work and {self.workers}'s)"
         self.model_note = f"{spec.name} from {spec.path.name} (task {spec.task}: {spec.source})"
@@ -113,14 +104,8 @@ class ChunkedModelWorkload(TensorModelWorkload):
         session = make_session(self.folder / "model.onnx", CORES)
         run = lambda arrays: session.run([pipeline.output], arrays)[0]  # noqa: E731
         wanted = results(pipeline, feeds, run, chosen.items[:count])
-        client = grpcclient.InferenceServerClient(target.grpc_url)
-        worst = 0.0
-        try:
-            for arrays, want in zip(chosen.tensors[:count], wanted):
-                answer = client.infer(self.entry, [tensor(k, v) for k, v in arrays.items()], client_timeout=ACCURACY_TIMEOUT_S)
-                worst = max(worst, difference(answer, want))
-        finally:
-            client.close()
+        answers = served_answers(target, self.entry, chosen.tensors[:count])
+        worst = max((difference(answer, want) for answer, want in zip(answers, wanted)), default=0.0)
         compared = "SCORE" if self.ranking else "ENTITY_LABELS, ENTITY_WORDS and ENTITY_SPANS equal, ENTITY_SCORES"
         reference = "the kit's pipeline on model.onnx in ONNX Runtime, in-process"
         return {"requests": count, "max_abs_diff": worst, "reference": reference, "compared": compared}
@@ -158,11 +143,4 @@ def limit_job(spec: ModelSpec, parameters: dict[str, str], graph: str, items: li
     session = make_session(export_dir(spec) / graph, CORES)
     run = lambda arrays: session.run([pipeline.output], arrays)[0]  # noqa: E731
     batches = [items[start : start + batch] for start in range(0, len(items), batch)]
-    results(pipeline, feeds, run, batches[0])  # warm-up, outside the time
-
-    def work() -> None:
-        for _ in range(LIMIT_PASSES):
-            for part in batches:
-                results(pipeline, feeds, run, part)
-
-    return work
+    return repeated(functools.partial(results, pipeline, feeds, run), batches, LIMIT_PASSES)

@@ -18,33 +18,23 @@ import json
 from pathlib import Path
 
 import numpy as np
-import tritonclient.grpc as grpcclient
 from PIL import Image
 
-from kit.control.exports import export, export_dir
+from kit.control.exports import export
 from kit.control.specs import ModelSpec
 from kit.control.tasks import task_of
 from perf.baselines.image_model import ImageModel
 from perf.engine.inputs import InputSet
-from perf.engine.limit import CORES, in_parallel
-from perf.engine.load import tensor
-from perf.engine.tables import kit_time_table, table
+from perf.engine.limit import CORES, by_cores, measured, repeated
+from perf.engine.load import max_diff, served_answers
+from perf.engine.tables import limit_section
 from perf.engine.workload import Workload
 from perf.workloads.tensor import SpecBaselines
 from samples.images import encode
 
-ACCURACY_TIMEOUT_S = 60.0
 ASPECTS = ((1, 1), (4, 3), (3, 4), (16, 9), (9, 16))  # width : height of the generated pictures, in turn
 FORMATS = (("PNG", {}), ("JPEG", {"quality": 90}))  # in turn, after the aspect ratios
 LIMIT_PASSES = 3  # the limit runs the input set's images this many times at each batch size, unless the spec says
-TIME_HEADERS = [
-    "pixels queue",
-    "pixels ms / run",
-    "images / pixels run",
-    "classifier queue",
-    "classifier ms / run",
-    "images / classifier run",
-]
 
 
 def picture(rng: np.random.Generator, width: int, height: int) -> Image.Image:
@@ -93,24 +83,15 @@ class ImageModelWorkload(SpecBaselines, Workload):
     )
 
     def __init__(self, spec: ModelSpec):
-        model = task_of(spec).names(spec)
-        self.spec = spec
-        self.name = self.title = self.artifacts = spec.name
-        self.entry, self.pixels, self.workers = model["entry"], model["pixels"], model["classifier"]
-        self.models = (self.entry, self.pixels, self.workers)
-        self.specs = {spec.name: spec}
+        self.of_model(spec, {"pixels": "pixels", "workers": "classifier"})
         self.meta = export(spec, task_of(spec).exporter(spec))  # the export, made now if it is missing or stale
-        self.folder = export_dir(spec)  # the report's model folder: the export the graph and preprocessing come from
-        self.door_route = spec.door_route.removeprefix("/")
         self.model_note = (
             f"{spec.name} from {spec.path.name} (task {spec.task}: {spec.source}; {self.meta['height']}x"
             f"{self.meta['width']} pixels, {self.meta['num_labels']} labels)"
         )
         self.workers_note = f"The kit's count is `{self.workers}`'s instances (`{self.pixels}` runs one)."
-        self.time_note = (
-            f"Triton's own counters over each run (ms): `{self.pixels}` (decoding and preprocessing) and `{self.workers}` "
-            "(the graph), each one's queue per image, compute per execution (run) and the images a run carried.\n"
-        )
+        self.timed = ((self.pixels,), (self.workers,))
+        self.time_note = f"`{self.pixels}` decodes and preprocesses, `{self.workers}` runs the graph."
 
     def label(self, models: dict) -> str:
         return f"instances={models[self.workers].get('instances', self.spec.instances)}"
@@ -119,23 +100,16 @@ class ImageModelWorkload(SpecBaselines, Workload):
         return {s["name"]: image_inputs(s) for s in spec["inputs"]}
 
     def limit(self, spec: dict, model_dir: Path, work: Path, inputs: dict[str, InputSet]) -> dict:
-        """Images/s of decoding, preprocessing and the graph in this process, in batches of each size: one process
-        whose session uses every core, and one 1-thread process per core, each on its share of the images."""
+        """Images/s of decoding, preprocessing and the graph in this process, in batches of each size, in both layouts
+        (perf.engine.limit.by_cores)."""
         lim = spec["limit"]
         images, passes = inputs[lim["input"]].items, lim.get("passes", LIMIT_PASSES)
-        shares = [images[k::CORES] for k in range(min(CORES, len(images)))]
-        job = functools.partial(limit_job, self.spec)
-        layouts = []
-        for b in lim["batch_sizes"]:
-            for name, jobs in (
-                (f"1 process, ONNX Runtime {CORES} threads", [functools.partial(job, images, b, CORES, passes)]),
-                (f"{len(shares)} processes x 1 thread", [functools.partial(job, share, b, 1, passes) for share in shares]),
-            ):
-                wall, cpu = in_parallel(jobs)
-                done = passes * len(images)
-                layouts.append({"layout": name, "batch": b, "images_per_s": done / wall, "images_per_cpu_s": done / cpu})
-                print(f"  {name}, batch {b}: {layouts[-1]['images_per_s']:.1f} images/s", flush=True)
-        return {"layouts": layouts, "best": max(layouts, key=lambda r: r["images_per_s"]), "passes": passes}
+        runs = [
+            (layout, b, jobs)
+            for b in lim["batch_sizes"]
+            for layout, jobs in by_cores(functools.partial(limit_job, self.spec, b, passes), images)
+        ]
+        return measured("image", runs, passes * len(images)) | {"passes": passes}
 
     def accuracy(self, target, spec: dict, model_dir: Path, inputs: dict[str, InputSet]) -> dict:
         """Every label's served probability for the first images, each sent alone, against the same image decoded,
@@ -143,17 +117,12 @@ class ImageModelWorkload(SpecBaselines, Workload):
         chosen = inputs[spec["sweep"]["input"]]
         count = min(spec["accuracy"].get("requests", 8), len(chosen.items))
         model = ImageModel(self.spec, CORES)
-        client = grpcclient.InferenceServerClient(target.grpc_url)
         worst, agree = 0.0, 0
-        try:
-            for data, arrays in zip(chosen.items[:count], chosen.tensors[:count]):
-                request = [tensor(name, value) for name, value in arrays.items()]
-                served = client.infer(self.entry, request, client_timeout=ACCURACY_TIMEOUT_S).as_numpy("SCORES").reshape(-1)
-                want = model.run({model.input: model.pixels(data)[np.newaxis]})[0].reshape(-1)
-                worst = max(worst, float(np.abs(served.astype(np.float64) - want).max(initial=0.0)))
-                agree += int(served.argmax() == want.argmax())
-        finally:
-            client.close()
+        for data, answer in zip(chosen.items[:count], served_answers(target, self.entry, chosen.tensors[:count])):
+            served = answer.as_numpy("SCORES").reshape(-1)
+            want = model.run({model.input: model.pixels(data)[np.newaxis]})[0].reshape(-1)
+            worst = max(worst, max_diff(served, want))
+            agree += int(served.argmax() == want.argmax())
         return {
             "requests": count,
             "max_abs_diff": worst,
@@ -162,33 +131,15 @@ class ImageModelWorkload(SpecBaselines, Workload):
             "reference": "the export's preprocessing and model.onnx on ONNX Runtime, in-process",
         }
 
-    def per_image(self, row: dict) -> list[str]:
-        t = row.get("triton") or {}
-        pixels, clf = t.get(self.pixels, {}), t.get(self.workers, {})
-        if not all(m.get("requests") and m.get("executions") for m in (pixels, clf)):
-            return ["-"] * len(TIME_HEADERS)
-        ms = lambda ns, n: f"{ns / n / 1e6:.2f}"  # noqa: E731
-        out = []
-        for model in (pixels, clf):  # each request of a run is counted the run's compute: per request, ms per run
-            out += [ms(model["queue"], model["requests"]), ms(model["compute_infer"], model["requests"])]
-            out.append(f"{model['inferences'] / model['executions']:.1f}")
-        return out
-
     def sections(self, results: dict, out_dir: Path) -> list[str]:
-        out = []
         lim = results.get("limit")
-        if lim:
-            rows = [[r["layout"], r["batch"], f"{r['images_per_s']:.1f}", f"{r['images_per_cpu_s']:.1f}"] for r in lim["layouts"]]
-            best = lim["best"]
-            out += [
-                "## The limit (offline, in-process, same images)\n",
-                f"Decoding, preprocessing and the graph in this process (perf.baselines.image_model, as the hand-rolled "
-                f"designs run them), the input set's images {lim['passes']} times, the graph run on batches of each size.\n",
-                *table(["layout", "batch", "images/s", "images / CPU-s"], rows),
-                f"\nBest: **{best['layout']} at batch {best['batch']}: {best['images_per_s']:.1f} images/s**.\n",
-            ]
-        times = kit_time_table(results, TIME_HEADERS, self.per_image)
-        return [*out, "## Where the kit's time goes\n", self.time_note, *times, ""]
+        if not lim:
+            return []
+        note = (
+            "Decoding, preprocessing and the graph in this process (perf.baselines.image_model, as the hand-rolled "
+            f"designs run them), the input set's images {lim['passes']} times, the graph run on batches of each size.\n"
+        )
+        return limit_section(lim, "image", note)
 
     def inputs_line(self, spec: dict) -> str:
         aspects = ", ".join(f"{a}:{b}" for a, b in ASPECTS)
@@ -199,15 +150,9 @@ class ImageModelWorkload(SpecBaselines, Workload):
         )
 
 
-def limit_job(spec: ModelSpec, images: list[bytes], batch: int, threads: int, passes: int):
+def limit_job(spec: ModelSpec, batch: int, passes: int, images: list[bytes], threads: int):
     """The limit's work in one process: `images` decoded, preprocessed and classified `passes` times, in batches of
     `batch`."""
     model = ImageModel(spec, threads)
-    model.run({model.input: np.stack([model.pixels(data) for data in images[:batch]])})  # warm-up, outside the time
-
-    def work() -> None:
-        for _ in range(passes):
-            for start in range(0, len(images), batch):
-                model.run({model.input: np.stack([model.pixels(data) for data in images[start : start + batch]])})
-
-    return work
+    parts = [images[start : start + batch] for start in range(0, len(images), batch)]
+    return repeated(lambda part: model.run({model.input: np.stack([model.pixels(data) for data in part])}), parts, passes)

@@ -12,7 +12,7 @@ import base64
 from pathlib import Path
 
 from perf.engine.inputs import InputSet, input_set
-from perf.engine.tables import kit_time_table, table
+from perf.engine.tables import limit_section
 from perf.engine.workload import Baseline, Workload
 from perf.workloads import ocr_limit
 from samples.images import mixed_images
@@ -34,33 +34,6 @@ def ocr_inputs(spec_input: dict) -> InputSet:
     images = spec_images(spec_input)
     encoded = [base64.b64encode(data).decode("ascii") for data in images]
     return input_set(spec_input["name"], images, 1.0, "IMAGE", [{"image": e} for e in encoded])
-
-
-def per_image(row: dict) -> list[str]:
-    """Per image: entry queue and compute; each network's compute (its requests' executions) and the
-    queues; the recogniser's batching."""
-    t = row.get("triton") or {}
-    images = t.get("ocr", {}).get("requests")
-    if not images:
-        return ["-"] * 9
-    ms = lambda ns: f"{ns / images / 1e6:.0f}"  # noqa: E731
-    entry = [ms(t["ocr"]["queue"]), ms(t["ocr"]["compute_infer"])]
-    if not all(t.get(m, {}).get("requests") for m in ("ocr_det", "ocr_rec")):
-        return entry + ["-"] * 7  # engines in_process: the networks run inside the entry's compute
-
-    def net(m: str) -> float:
-        s = t.get(m, {})
-        return s["compute_infer"] / s["requests"] * s["executions"] if s.get("requests") else 0
-
-    rec = t["ocr_rec"]
-    return [
-        *entry,
-        *(ms(net(m)) for m in NETWORKS),
-        ms(sum(t.get(m, {}).get("queue", 0) for m in NETWORKS)),
-        f"{rec['requests'] / images:.1f}",
-        f"{rec['executions'] / images:.1f}",
-        f"{rec['inferences'] / rec['executions']:.1f}",
-    ]
 
 
 class Ocr(Workload):
@@ -86,6 +59,11 @@ class Ocr(Workload):
         "(ocr, with the committed `ocr` parameters) and the same three ONNX models in every target."
     )
     workers_note = "The kit's count is the instances of `ocr_det` (and of `ocr_rec`, which each variant gives as many)."
+    timed = (("ocr",), *((network,) for network in NETWORKS))
+    time_note = (
+        "`ocr` decodes, pre- and post-processes and waits on its BLS calls to the three networks, whose requests are its "
+        "crops; with `engines=in_process` it runs the networks itself, and only its columns are filled."
+    )
 
     def label(self, models: dict) -> str:
         """Instances x threads of each network, then the entry model's instances and queue timeout."""
@@ -117,7 +95,9 @@ class Ocr(Workload):
         return "; ".join(map(input_line, spec["inputs"]))
 
     def sections(self, results: dict, out_dir: Path) -> list[str]:
-        return (limit_section(results["limit"]) if results.get("limit") else []) + time_section(results)
+        lim = results.get("limit")
+        limit = limit_section(lim, "image", LIMIT_NOTE, f", over {lim['images']} images") if lim else []
+        return limit
 
 
 def input_line(spec_input: dict) -> str:
@@ -139,39 +119,4 @@ LIMIT_NOTE = (
     "sessions; perf/baselines/ocr_model.py), one image after another per process, no server. Layouts: one process whose "
     "sessions use all cores, or one 1-thread process per core, each taking the next image.\n"
 )
-TIME_NOTE = (
-    "Triton's own counters over each run, per image (ms). Entry = the `ocr` Python model: decoding, pre- and post-processing, "
-    "and waiting on its BLS calls. det / cls / rec = compute of `ocr_det`, `ocr_cls`, `ocr_rec` (each execution once, however "
-    "many requests it merged); network queue = the time the image's requests waited in the three networks' queues, summed. "
-    "The networks' compute against the entry's compute shows what the entry spends on its own work and on BLS; with "
-    "`engines=in_process` the entry runs the networks itself, so only its two columns are filled.\n"
-)
-TIME_HEADERS = [
-    "entry queue",
-    "entry compute",
-    "det",
-    "cls",
-    "rec",
-    "network queue",
-    "rec requests / image",
-    "rec executions / image",
-    "crops / rec execution",
-]
-
-
-def limit_section(lim: dict) -> list[str]:
-    rows = [[r["layout"], f"{r['images_per_s']:.2f}", f"{r['images_per_cpu_s']:.2f}"] for r in lim["layouts"]]
-    best = f"**{lim['best']['layout']}: {lim['best']['images_per_s']:.2f} images/s**"
-    return [
-        "## The limit (offline, in-process, same images)\n",
-        LIMIT_NOTE,
-        *table(["layout", "images/s", "images / CPU-s"], rows),
-        f"\nBest (the limit): {best}, over {lim['images']} images.\n",
-    ]
-
-
-def time_section(results: dict) -> list[str]:
-    return ["## Where the kit's time goes\n", TIME_NOTE, *kit_time_table(results, TIME_HEADERS, per_image), ""]
-
-
 OCR = Ocr()

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from perf.baselines.ocr_model import OcrModel
-from perf.engine.limit import CORES, in_parallel, shared_counter, timed
+from perf.engine.limit import CORES, measured, shared_counter
 
 
 def read_all(model: OcrModel, images: list[bytes], counter=None) -> None:
@@ -41,15 +41,8 @@ def ocr_job(model_dir: Path, images: list[bytes], warmup: list[bytes], threads: 
 def measure(model_dir: Path, images: list[bytes], warmup: int = 2) -> dict:
     """Images/s of both layouts on `images` (after `warmup` of them, uncounted), and the best."""
     first = images[:warmup]
-    layouts = []
-    wall, cpu = timed(functools.partial(ocr_job, model_dir, images, first, CORES))
-    layouts.append(
-        {"layout": f"1 process x {CORES} threads", "images_per_s": len(images) / wall, "images_per_cpu_s": len(images) / cpu}
-    )
+    runs = [(f"1 process x {CORES} threads", None, [functools.partial(ocr_job, model_dir, images, first, CORES)])]
     if CORES > 1:
-        counter = shared_counter()
-        wall, cpu = in_parallel([functools.partial(ocr_job, model_dir, images, first, 1, counter) for _ in range(CORES)])
-        layouts.append(
-            {"layout": f"{CORES} processes x 1 thread", "images_per_s": len(images) / wall, "images_per_cpu_s": len(images) / cpu}
-        )
-    return {"images": len(images), "layouts": layouts, "best": max(layouts, key=lambda r: r["images_per_s"])}
+        shared = functools.partial(ocr_job, model_dir, images, first, 1, shared_counter())
+        runs.append((f"{CORES} processes x 1 thread", None, [shared] * CORES))
+    return {"images": len(images), **measured("image", runs, len(images))}

@@ -20,7 +20,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-import tritonclient.grpc as grpcclient
 
 from door.routes import json_values
 from kit.adapters.custom_pipeline import in_process_networks
@@ -30,8 +29,8 @@ from kit.pipelines.custom import answer
 from perf.baselines.planned import entry_pipeline
 from perf.engine.inputs import InputSet
 from perf.engine.limit import CORES
-from perf.engine.load import tensor
-from perf.workloads.tensor import ACCURACY_TIMEOUT_S, LIMIT_PASSES, TensorModelWorkload
+from perf.engine.load import max_diff, served_answers
+from perf.workloads.tensor import LIMIT_PASSES, TensorModelWorkload
 
 UNBATCHED_LOAD_NOTE = (
     "the kit over gRPC gets each request's tensors whole as the module's INPUTS; the door and the hand-rolled designs "
@@ -93,19 +92,13 @@ class PipelineModelWorkload(TensorModelWorkload):
         output must be equal, a number's difference is the figure."""
         items = inputs[spec["sweep"]["input"]].tensors[: spec["accuracy"].get("requests", 8)]
         networks = in_process_networks(self.pipeline, self.spec.source_path.parent, self.spec.max_batch_size, CORES)
-        client = grpcclient.InferenceServerClient(target.grpc_url)
         worst, unequal = 0.0, 0
-        try:
-            for arrays in items:
-                result = client.infer(self.entry, [tensor(k, v) for k, v in arrays.items()], client_timeout=ACCURACY_TIMEOUT_S)
-                for name, want in asyncio.run(answer(self.pipeline, arrays, networks, self.batched)).items():
-                    got = result.as_numpy(name).reshape(want.shape)
-                    if want.dtype == np.object_:
-                        unequal += int(got.tolist() != want.tolist())
-                    else:
-                        worst = max(worst, float(np.abs(got.astype(np.float64) - want).max(initial=0.0)))
-        finally:
-            client.close()
+        for arrays, result in zip(items, served_answers(target, self.entry, items)):
+            for name, want in asyncio.run(answer(self.pipeline, arrays, networks, self.batched)).items():
+                if want.dtype == np.object_:
+                    unequal += int(result.as_numpy(name).reshape(want.shape).tolist() != want.tolist())
+                else:
+                    worst = max(worst, max_diff(result.as_numpy(name), want))
         worst = worst if not unequal else float("inf")  # a wrong string is no small difference
         return {"requests": len(items), "max_abs_diff": worst, "reference": f"{self.spec.source_path.name} in-process"}
 

@@ -22,25 +22,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import tritonclient.grpc as grpcclient
 
 from kit.control.configs import SOURCE, parameters
-from kit.control.exports import export_dir
 from kit.control.specs import ModelSpec
-from kit.control.tasks import shipped_specs, task_of
+from kit.control.tasks import shipped_specs
 from kit.runners.onnx import make_session
 from perf.baselines.pixels_model import PixelsModel, graph_inputs
 from perf.engine.inputs import InputSet
-from perf.engine.limit import CORES, in_parallel
-from perf.engine.load import tensor
-from perf.engine.tables import relative_table, table
+from perf.engine.limit import CORES, by_cores, measured, repeated
+from perf.engine.load import served_answers
+from perf.engine.tables import limit_section, relative_table
 from perf.engine.targets import variant_models
 from perf.engine.workload import Column, Workload
 from perf.sim.device import SIM, SimulatedModel
 from perf.workloads.tensor import SpecBaselines
-
-# One request of the accuracy check: a hung server fails the check, not the run.
-ACCURACY_TIMEOUT_S = 60.0
 
 
 def sample_images(count: int, seed: int, min_side: int, max_side: int) -> list[np.ndarray]:
@@ -97,15 +92,9 @@ class PixelsWorkload(SpecBaselines, Workload):
     )
 
     def __init__(self, spec: ModelSpec, name: str = "", title: str = ""):
-        model = task_of(spec).names(spec)
-        self.spec = spec
+        self.of_model(spec, {"workers": "backbone"})
         self.name, self.title = name or spec.name, title or spec.name
-        self.entry, self.workers = model["entry"], model["backbone"]
-        self.models = (self.entry, self.workers)
         self.artifacts = spec.source if spec.shipped else spec.name
-        self.specs = {} if spec.shipped else {spec.name: spec}
-        self.folder = export_dir(spec)  # the report's model folder (`--model`)
-        self.door_route = spec.door_route.removeprefix("/")
         self.padding = f'padded_batch_elements{{kind="padding",model="{self.entry}"}}'
         self.valid = f'padded_batch_elements{{kind="valid",model="{self.entry}"}}'
         self.mixed = f'padded_batch_runs{{model="{self.entry}",shapes="mixed"}}'
@@ -131,22 +120,12 @@ class PixelsWorkload(SpecBaselines, Workload):
 
     def limit(self, spec: dict, model_dir: Path, work: Path, inputs: dict[str, InputSet]) -> dict | None:
         """Images/s of the graph in this process, each image alone at its own size (as the hand-rolled designs run
-        it, perf.baselines.pixels_model): one process whose session uses every core, and one 1-thread process per core,
-        each on its share of the images (a spec with a `limit`: the merge-policy sweeps of resnet50 have none)."""
+        it, perf.baselines.pixels_model), in both layouts (perf.engine.limit.by_cores; a spec with a `limit`: the
+        merge-policy sweeps of resnet50 have none)."""
         lim = spec["limit"]
-        images = [item["INPUT"] for item in inputs[lim["input"]].tensors]
-        passes = lim.get("passes", 1)
-        shares = [images[k::CORES] for k in range(min(CORES, len(images)))]
-        layouts = []
-        for name, jobs in (
-            (f"1 process, ONNX Runtime {CORES} threads", [functools.partial(limit_job, self.spec, images, CORES, passes)]),
-            (f"{len(shares)} processes x 1 thread", [functools.partial(limit_job, self.spec, s, 1, passes) for s in shares]),
-        ):
-            wall, cpu = in_parallel(jobs)
-            done = passes * len(images)
-            layouts.append({"layout": name, "batch": 1, "images_per_s": done / wall, "images_per_cpu_s": done / cpu})
-            print(f"  {name}: {layouts[-1]['images_per_s']:.1f} images/s", flush=True)
-        return {"layouts": layouts, "best": max(layouts, key=lambda r: r["images_per_s"]), "passes": passes}
+        images, passes = [item["INPUT"] for item in inputs[lim["input"]].tensors], lim.get("passes", 1)
+        runs = [(layout, None, jobs) for layout, jobs in by_cores(functools.partial(limit_job, self.spec, passes), images)]
+        return measured("image", runs, passes * len(images)) | {"passes": passes}
 
     def accuracy(self, target, spec: dict, model_dir: Path, inputs: dict[str, InputSet]) -> dict:
         """Class probabilities served for the first images of the sweep's input, each alone, against the same image
@@ -155,18 +134,11 @@ class PixelsWorkload(SpecBaselines, Workload):
         images = inputs[spec["sweep"]["input"]].tensors[: spec["accuracy"].get("requests", 8)]
         backbone = variant_models(self, {}, model_dir, target.workdir / "accuracy")[self.workers].written()
         reference, probs = reference_probabilities(model_dir, parameters(backbone), backbone.output[0].dims[0])
-        client = grpcclient.InferenceServerClient(target.grpc_url)
         diffs, agree = [], 0
-        try:
-            for item in images:
-                image = item["INPUT"]
-                request = [tensor("INPUT", image)]
-                served = client.infer(self.entry, request, client_timeout=ACCURACY_TIMEOUT_S).as_numpy("PROBS").reshape(-1)
-                expected = probs(image)
-                diffs.append(float(np.abs(served - expected).max()))
-                agree += int(served.argmax() == expected.argmax())
-        finally:
-            client.close()
+        for item, answer in zip(images, served_answers(target, self.entry, images)):
+            served, expected = answer.as_numpy("PROBS").reshape(-1), probs(item["INPUT"])
+            diffs.append(float(np.abs(served - expected).max()))
+            agree += int(served.argmax() == expected.argmax())
         return {
             "requests": len(images),
             "max_abs_diff": max(diffs),
@@ -193,18 +165,13 @@ class PixelsWorkload(SpecBaselines, Workload):
         )
 
     def sections(self, results: dict, out_dir: Path) -> list[str]:
-        out = []
-        lim = results.get("limit")
+        lim, out = results.get("limit"), []
         if lim:
-            limits = [[r["layout"], f"{r['images_per_s']:.1f}", f"{r['images_per_cpu_s']:.1f}"] for r in lim["layouts"]]
-            best = lim["best"]
-            out += [
-                "## The limit (offline, in-process, same images)\n",
-                f"The graph in this process on each image alone, at its own size (perf.baselines.pixels_model, as the "
-                f"hand-rolled designs run it), the input set's images {lim['passes']} time(s).\n",
-                *table(["layout", "images/s", "images / CPU-s"], limits),
-                f"\nBest: **{best['layout']}: {best['images_per_s']:.1f} images/s**.\n",
-            ]
+            note = (
+                "The graph in this process on each image alone, at its own size (perf.baselines.pixels_model, as the "
+                f"hand-rolled designs run it), the input set's images {lim['passes']} time(s).\n"
+            )
+            out = limit_section(lim, "image", note)
         rows = kit_rows(results)
         layout = next(iter(results["kit_profiles"].values()))
         placement = ", ".join(f"{m} {json.dumps({k: v for k, v in s.items() if k != 'parameters'})}" for m, s in layout.items())
@@ -237,14 +204,7 @@ def kit_rows(results: dict) -> list[dict]:
 RESNET = PixelsWorkload(shipped_specs(SOURCE)["resnet50"], "resnet", "ResNet50")
 
 
-def limit_job(spec: ModelSpec, images: list[np.ndarray], threads: int, passes: int):
+def limit_job(spec: ModelSpec, passes: int, images: list[np.ndarray], threads: int):
     """The limit's work in one process: `images` [1, 3, H, W] each run alone through the graph, `passes` times."""
     model = PixelsModel(spec, threads)
-    model.run(graph_inputs(images[0]))  # warm-up, outside the time
-
-    def work() -> None:
-        for _ in range(passes):
-            for image in images:
-                model.run(graph_inputs(image))
-
-    return work
+    return repeated(lambda image: model.run(graph_inputs(image)), images, passes)

@@ -12,21 +12,19 @@ checkpoint in the same dtype on the same device.
 
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
 
 import numpy as np
-import tritonclient.grpc as grpcclient
 
 from kit.adapters.artifacts import text_pipeline
 from kit.adapters.settings import TextSettings, TorchRunnerSettings
 from kit.control.configs import parameters, template
 from kit.pipelines.text.pipeline import TextPipeline
 from perf.baselines.radar_model import TORCH_SHAPES
+from perf.engine import tables
 from perf.engine.inputs import InputSet, bytes_tensor, input_set
-from perf.engine.load import tensor
-from perf.engine.tables import kit_time_table, table
+from perf.engine.load import served_answers
 from perf.engine.targets import variant_models
 from perf.engine.workload import Baseline, Workload
 from perf.sim.device import SIM
@@ -35,8 +33,6 @@ from samples.texts import sample_texts
 
 # What of the PyTorch runner a kit variant may turn off, by its profile key, as its label names it.
 RUNNER_PARTS = (("batch_ladder", "ladder"), ("warm_up", "warm-up"), ("cuda_graphs", "graphs"))
-# One request of the accuracy check: a hung server fails the check, not the run.
-ACCURACY_TIMEOUT_S = 60.0
 
 
 def kit_runner(classifier: dict[str, str]) -> dict:
@@ -53,34 +49,6 @@ def radar_inputs(spec_input: dict, pipeline: TextPipeline) -> InputSet:
     texts = sample_texts(s["count"], s["min_chars"], s["max_chars"], seed=s["seed"])
     per_text = radar_limit.chunks_per_text(pipeline, texts)
     return input_set(s["name"], texts, per_text, "TEXT", [{"text": t} for t in texts])
-
-
-def per_text(texts: str, classifier: str, entry: str, row: dict) -> list[str]:
-    """Per text: entry queue and compute (`texts`', behind the `entry` ensemble: its compute is that of the
-    execution that held the text), classifier queue and compute, average classifier batch, stub I/O."""
-    t = row.get("triton") or {}
-    entry, clf = t.get(texts) or t.get(entry, {}), t.get(classifier, {})
-    if not entry.get("requests") or not clf.get("executions"):
-        return ["-"] * 6
-    ms = lambda ns, n: f"{ns / n / 1e6:.0f}"  # noqa: E731
-    return [
-        ms(entry["queue"], entry["requests"]),
-        ms(entry["compute_infer"], entry["requests"]),
-        ms(clf["queue"], clf["requests"]),
-        ms(clf.get("execution_compute_infer") or clf["compute_infer"], clf["executions"]),
-        f"{clf['inferences'] / clf['executions']:.1f}",
-        ms(entry["compute_input"] + entry["compute_output"] + clf["compute_input"] + clf["compute_output"], entry["requests"]),
-    ]
-
-
-TIME_NOTE = (
-    "Triton's own counters over each run, per text request (entry = the Python model that takes the text: `radar_texts` "
-    "behind the `radar` ensemble, or `radar` itself in runs from before that ensemble; its compute is that of the "
-    "execution the text was in, which held the text until it was answered before the hand-off, and since then lasts "
-    "until its chunks fit the window of chunks in flight; classifier = `radar_classifier`, per execution: from Triton's "
-    "batch statistics, or in runs from before they were read its request-level sum, which counts an execution once "
-    "per request in it). Stub I/O is the Python backends' input+output copying.\n"
-)
 
 
 class Radar(Workload):
@@ -110,7 +78,18 @@ class Radar(Workload):
         "network on the same runner; a chunk is counted as requests/s x the mean chunks per text of the input set."
     )
     workers_note = "The kit's count is `radar_classifier`'s instances."
-    time_note = TIME_NOTE
+
+    @property
+    def timed(self) -> tuple[tuple[str, ...], ...]:
+        return (self.texts, self.entry), (self.workers,)
+
+    @property
+    def time_note(self) -> str:
+        return (
+            f"`{self.texts}` takes the text behind the `{self.entry}` ensemble (`{self.entry}` itself in runs from before "
+            f"it): its compute lasts until the text's chunks fit the window of chunks in flight; `{self.workers}` runs the "
+            "chunks, an execution's requests its batch."
+        )
 
     def served(self, model_dir: Path, work: Path, setting: dict | None = None) -> tuple[dict, dict]:
         """What a kit variant (the deployment's profile unless `setting` overrides it) serves from `model_dir`, as the
@@ -226,27 +205,16 @@ class Radar(Workload):
         params, clf = self.served(model_dir, target.workdir / "accuracy")
         pipeline = text_pipeline(model_dir, TextSettings.from_parameters(params))
         reference, logits = radar_limit.reference_logits(model_dir, clf)
-        client = grpcclient.InferenceServerClient(target.grpc_url)
-        diffs = []
-        try:
-            for text in texts:
-                plan = pipeline.plan(text)
-                expected = pipeline.finish(plan, [logits(g.input_ids, g.attention_mask) for g in plan.groups])
-                request = [tensor(name, value) for name, value in bytes_tensor("TEXT", text).items()]
-                answer = client.infer(self.entry, request, client_timeout=ACCURACY_TIMEOUT_S)
-                text_output, chunk_output = self.answers
-                if text_output == "SCORE":
-                    served = {"SCORE": np.array([expected.score]), "CHUNK_SCORES": expected.chunk_scores}
-                else:  # every label's probabilities, or an embedding
-                    served = {text_output: expected.values, chunk_output: expected.chunk_values}
-                diffs += [float(np.abs(answer.as_numpy(name).reshape(want.shape) - want).max()) for name, want in served.items()]
-        finally:
-            client.close()
+        diffs, (text_output, chunk_output) = [], self.answers
+        for text, answer in zip(texts, served_answers(target, self.entry, (bytes_tensor("TEXT", t) for t in texts))):
+            plan = pipeline.plan(text)
+            expected = pipeline.finish(plan, [logits(g.input_ids, g.attention_mask) for g in plan.groups])
+            if text_output == "SCORE":
+                served = {"SCORE": np.array([expected.score]), "CHUNK_SCORES": expected.chunk_scores}
+            else:  # every label's probabilities, or an embedding
+                served = {text_output: expected.values, chunk_output: expected.chunk_values}
+            diffs += [float(np.abs(answer.as_numpy(name).reshape(want.shape) - want).max()) for name, want in served.items()]
         return {"requests": len(texts), "max_abs_diff": max(diffs), "reference": reference, "compared": " and ".join(served)}
-
-    def time_section(self, results: dict) -> list[str]:
-        per_request = functools.partial(per_text, self.texts, self.workers, self.entry)
-        return ["## Where the kit's time goes\n", self.time_note, *kit_time_table(results, TIME_HEADERS, per_request), ""]
 
     def inputs_line(self, spec: dict) -> str:
         return "; ".join(
@@ -255,34 +223,16 @@ class Radar(Workload):
         )
 
     def sections(self, results: dict, out_dir: Path) -> list[str]:
-        return (
-            limit_section(results["limit"], ceiling=results["spec"]["limit"].get("ceiling")) if results.get("limit") else []
-        ) + self.time_section(results)
-
-
-TIME_HEADERS = [
-    "entry queue ms",
-    "entry compute ms",
-    "classifier queue ms",
-    "classifier ms / execution",
-    "avg batch",
-    "stub I/O ms / text",
-]
+        return limit_section(results["limit"], ceiling=results["spec"]["limit"].get("ceiling")) if results.get("limit") else []
 
 
 def limit_section(lim: dict, ceiling: dict | None = None) -> list[str]:
     """The limit's layouts and its best; where FLOPs per chunk were counted, the best against the spec's `ceiling` (a
     device's peak {"tflops", "of"})."""
-    rows = [[r["layout"], r["batch"], f"{r['chunks_per_s']:.2f}", f"{r['chunks_per_cpu_s']:.2f}"] for r in lim["layouts"]]
-    best = f"**{lim['best']['layout']} at batch {lim['best']['batch']}: {lim['best']['chunks_per_s']:.2f} chunks/s**"
     per_text = f"{lim['texts_per_s']:.2f} texts/s at {lim['chunks_per_text']:.2f} chunks per text"
     buckets = f", padded to {lim['bucket_count']} length buckets as every target of the run" if "bucket_count" in lim else ""
     graph = f", on `{lim['graph']}`" if "graph" in lim else ""
-    out = [
-        "## The limit (offline, in-process, same chunks)\n",
-        *table(["layout", "batch", "chunks/s", "chunks / CPU-s"], rows),
-        f"\nBest: {best} ({per_text}), over {lim['chunks']} chunks{buckets}{graph}.\n",
-    ]
+    out = tables.limit_section(lim, "chunk", best_after=f" ({per_text}), over {lim['chunks']} chunks{buckets}{graph}")
     return out + (ceiling_lines(lim, ceiling) if "flops_per_chunk" in lim else [])
 
 

@@ -27,7 +27,7 @@ from kit.adapters.artifacts import graph_output
 from kit.pipelines.text.pipeline import TextPipeline
 from kit.runners.onnx import make_session
 from perf.baselines.radar_model import Logits, onnx_logits, sim_logits, torch_logits, torch_runner
-from perf.engine.limit import CORES, in_child, in_parallel, timed
+from perf.engine.limit import CORES, by_cores, in_child, measured, repeated, timed
 from perf.sim.device import SIM, Curve
 
 Rows = list[tuple[np.ndarray, np.ndarray]]
@@ -55,30 +55,9 @@ def batches(rows: Rows, batch_size: int) -> list[Batch]:
     return out
 
 
-def run_all(logits: Logits, work: list[Batch]) -> None:
-    for ids, mask in work:
-        logits(ids, mask)
-
-
-def radar_job(model: Path, rows: Rows, batch_size: int, threads: int) -> Callable[[], None]:
+def radar_job(model: Path, batch_size: int, rows: Rows, threads: int) -> Callable[[], None]:
     session, output = make_session(model, threads), graph_output(model.parent)
-    logits = lambda ids, mask: session.run([output], {"input_ids": ids, "attention_mask": mask})[0]  # noqa: E731
-    work = batches(rows, batch_size)
-    run_all(logits, work[:1])  # warm-up
-    return functools.partial(run_all, logits, work)
-
-
-def one_session(model: Path, rows: Rows, threads: int, batch_size: int) -> tuple[float, float]:
-    """(chunks per second, chunks per CPU-second of this process)."""
-    wall, cpu = timed(functools.partial(radar_job, model, rows, batch_size, threads))
-    return len(rows) / wall, len(rows) / cpu
-
-
-def parallel_sessions(model: Path, rows: Rows, sessions: int, batch_size: int) -> tuple[float, float]:
-    """`sessions` processes x 1 thread, each on its share of the chunks, started together."""
-    jobs = [functools.partial(radar_job, model, rows[i::sessions], batch_size, 1) for i in range(sessions)]
-    wall, cpu = in_parallel(jobs)
-    return len(rows) / wall, len(rows) / cpu
+    return repeated(lambda b: session.run([output], {"input_ids": b[0], "attention_mask": b[1]}), batches(rows, batch_size), 1)
 
 
 def summary(rows: Rows, texts: list[str], every_row: Rows, layouts: list[dict], **facts) -> dict:
@@ -95,18 +74,16 @@ def summary(rows: Rows, texts: list[str], every_row: Rows, layouts: list[dict], 
 
 
 def measure(model: Path, pipeline: TextPipeline, texts: list[str], chunks: int | None, batch_sizes: list[int]) -> dict:
-    """Chunks/s of every layout of the ONNX file `model` on the first `chunks` chunks (all: None), and the best; the
-    limit in texts/s follows from chunks per text."""
+    """Chunks/s of both layouts (perf.engine.limit.by_cores) of the ONNX file `model` at each batch size on the first
+    `chunks` chunks (all: None), and the best; the limit in texts/s follows from chunks per text."""
     every_row = chunk_rows(pipeline, texts)
-    rows, layouts = every_row[:chunks], []
-    runs = [(f"1 session x {CORES} threads", one_session)]
-    if CORES > 1:
-        runs.append((f"{CORES} sessions x 1 thread", parallel_sessions))
-    for layout, timing in runs:
-        for b in batch_sizes:
-            rate, per_cpu = timing(model, rows, CORES, b)
-            layouts.append({"layout": layout, "batch": b, "chunks_per_s": rate, "chunks_per_cpu_s": per_cpu})
-    return summary(rows, texts, every_row, layouts, graph=model.name)
+    rows = every_row[:chunks]
+    runs = [
+        (layout, b, jobs)
+        for b in batch_sizes
+        for layout, jobs in by_cores(functools.partial(radar_job, model, b), rows, "session", "sessions")
+    ]
+    return summary(rows, texts, every_row, measured("chunk", runs, len(rows))["layouts"], graph=model.name)
 
 
 def flops_per_chunk(config: dict, lengths: list[int]) -> float:
@@ -129,11 +106,11 @@ def torch_limits(model_dir: Path, rows: Rows, batch_sizes: list[int], runner: di
     kit_way = f"ladder to {max(runner['ladder'], default='-')}, {warmup.shapes if warmup else 0} shapes warmed, {graphs}"
     layouts = []
     for way, model, name in (("eager", eager, "eager"), ("kit", kit, kit_way)):
-        logits = functools.partial(lambda m, ids, mask: m({"input_ids": ids, "attention_mask": mask})[output], model)
+        run = functools.partial(lambda m, batch: m({"input_ids": batch[0], "attention_mask": batch[1]})[output], model)
         for b in batch_sizes:
             work = batches(rows, b)
-            run_all(logits, work)
-            wall, cpu = timed(functools.partial(functools.partial, run_all, logits, work * passes))
+            repeated(run, work, 1)()  # every shape once, untimed
+            wall, cpu = timed(functools.partial(repeated, run, work, passes))
             done = len(rows) * passes
             layout = f"PyTorch runner, {name}, {runner['dtype']} on {runner['device']}"
             layouts.append({"layout": layout, "way": way, "batch": b, "chunks_per_s": done / wall})

@@ -16,19 +16,17 @@ import json
 from pathlib import Path
 
 import numpy as np
-import tritonclient.grpc as grpcclient
 
 from kit.control.configs import example_inputs
 from kit.control.specs import ModelSpec
 from kit.control.tasks import entry_config
 from kit.runners.onnx import make_session
 from perf.engine.inputs import InputSet
-from perf.engine.limit import CORES, in_parallel
-from perf.engine.load import tensor
-from perf.engine.tables import table
+from perf.engine.limit import CORES, measured, repeated
+from perf.engine.load import max_diff, served_answers
+from perf.engine.tables import limit_section
 from perf.engine.workload import Baseline, Workload
 
-ACCURACY_TIMEOUT_S = 60.0
 LIMIT_PASSES = 20
 
 
@@ -97,46 +95,26 @@ class TensorModelWorkload(SpecBaselines, Workload):
         """Rows/s (the workload's unit) of the model in this process (all cores) on the limit's input set, in batches
         of each size."""
         chosen = inputs[spec["limit"]["input"]]
-        items, done = chosen.items, LIMIT_PASSES * len(chosen.items) * chosen.per_request
-        layouts = []
-        for b in spec["limit"]["batch_sizes"]:
-            wall, cpu = in_parallel([self.limit_job(items, b)])
-            layouts.append({"layout": self.limit_layout(), "batch": b, self.key: done / wall})
-            layouts[-1][f"{self.item}s_per_cpu_s"] = done / cpu
-            print(f"  batch {b}: {layouts[-1][self.key]:.1f} {self.item}s/s", flush=True)
-        return {"layouts": layouts, "best": max(layouts, key=lambda r: r[self.key])}
+        runs = [(self.limit_layout(), b, [self.limit_job(chosen.items, b)]) for b in spec["limit"]["batch_sizes"]]
+        return measured(self.item, runs, LIMIT_PASSES * len(chosen.items) * chosen.per_request)
 
     def accuracy(self, target, spec: dict, model_dir: Path, inputs: dict[str, InputSet]) -> dict:
         """Served outputs of the first requests against each request's rows run alone in ONNX Runtime."""
         items = inputs[spec["sweep"]["input"]].tensors[: spec["accuracy"].get("requests", 8)]
         session = make_session(self.spec.source_path, CORES)
         names = [t.name for t in self.config.output]
-        client = grpcclient.InferenceServerClient(target.grpc_url)
         worst = 0.0
-        try:
-            for arrays in items:
-                result = client.infer(self.entry, [tensor(k, v) for k, v in arrays.items()], client_timeout=ACCURACY_TIMEOUT_S)
-                for name, want in zip(names, session.run(names, arrays)):
-                    got = result.as_numpy(name).reshape(want.shape)
-                    worst = max(worst, float(np.abs(got.astype(np.float64) - want).max(initial=0.0)))
-        finally:
-            client.close()
+        for arrays, result in zip(items, served_answers(target, self.entry, items)):
+            for name, want in zip(names, session.run(names, arrays)):
+                worst = max(worst, max_diff(result.as_numpy(name), want))
         return {"requests": len(items), "max_abs_diff": worst, "reference": f"{self.spec.source_path.name} on ONNX Runtime"}
 
     def sections(self, results: dict, out_dir: Path) -> list[str]:
         lim = results.get("limit")
         if not lim:
             return []
-        unit = self.item
-        rows = [[r["layout"], r["batch"], f"{r[self.key]:.1f}", f"{r[f'{unit}s_per_cpu_s']:.1f}"] for r in lim["layouts"]]
-        best = lim["best"]
-        return [
-            f"## The limit (offline, in-process, same {unit}s)\n",
-            f"{self.limit_subject} alone in this process, the input set's {unit}s run {LIMIT_PASSES} times {self.limit_batches}"
-            ".\n",
-            *table(["layout", "batch", f"{unit}s/s", f"{unit}s / CPU-s"], rows),
-            f"\nBest: **{best['layout']} at batch {best['batch']}: {best[self.key]:.1f} {unit}s/s**.\n",
-        ]
+        runs = f"the input set's {self.item}s run {LIMIT_PASSES} times {self.limit_batches}"
+        return limit_section(lim, self.item, f"{self.limit_subject} alone in this process, {runs}.\n")
 
     def inputs_line(self, spec: dict) -> str:
         shapes = ", ".join(f"{t.name} {list(t.dims)}" for t in self.config.input)
@@ -153,11 +131,5 @@ def limit_job(graph: Path, items: list[dict[str, np.ndarray]], batch: int):
     names = [o.name for o in session.get_outputs()]
     rows = {k: np.concatenate([item[k] for item in items]) for k in items[0]}
     count = len(next(iter(rows.values())))
-    session.run(names, {k: v[:batch] for k, v in rows.items()})  # warm-up, outside the time
-
-    def work() -> None:
-        for _ in range(LIMIT_PASSES):
-            for start in range(0, count, batch):
-                session.run(names, {k: v[start : start + batch] for k, v in rows.items()})
-
-    return work
+    run = lambda start: session.run(names, {k: v[start : start + batch] for k, v in rows.items()})  # noqa: E731
+    return repeated(run, range(0, count, batch), LIMIT_PASSES)

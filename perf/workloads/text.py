@@ -11,9 +11,8 @@ in-process on the graph as exported.
 
 from __future__ import annotations
 
-from kit.control.exports import export_dir
 from kit.control.specs import ModelSpec
-from kit.control.tasks import entry_config, task_of
+from kit.control.tasks import entry_config
 from perf.workloads.radar import Radar
 
 
@@ -23,22 +22,7 @@ class TextModelWorkload(Radar):
     sweep_spec = "model-text"  # perf/specs/model-text.json
 
     def __init__(self, spec: ModelSpec):
-        model = task_of(spec).names(spec)
-        self.spec = spec
-        self.name = self.title = self.artifacts = spec.name
-        self.entry, self.texts, self.workers = model["entry"], model["texts"], model["classifier"]
-        self.models = (self.entry, self.texts, self.workers)
-        self.specs = {} if spec.shipped else {spec.name: spec}  # a shipped spec's models are in every build
-        self.folder = export_dir(spec)  # the report's model folder: the export the pipeline and the graph come from
-        self.door_route = spec.door_route.removeprefix("/")
-        self.model_note = f"{spec.name} from {spec.path.name} (task {spec.task}: {spec.source})"
-        self.workers_note = f"The kit's count is `{self.workers}`'s instances."
-        self.time_note = (
-            f"Triton's own counters over each run, per text request (entry = `{self.texts}`, the Python model behind the "
-            f"`{self.entry}` ensemble that takes the text: its compute is that of the execution the text was in, until its "
-            f"chunks fit the window of chunks in flight; classifier = `{self.workers}`, per execution). Stub I/O is the "
-            "Python backends' input+output copying.\n"
-        )
+        self.of_model(spec, {"texts": "texts", "workers": "classifier"})
 
     @property
     def answers(self) -> tuple[str, str]:
