@@ -5,6 +5,7 @@ regions whose stub is gone (left behind until the supervisor's restart removes t
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import threading
@@ -41,11 +42,15 @@ def answer_of(url: str, body: bytes | None = None):
     """The JSON a GET (or, with `body`, a POST) of `url` answers, whatever its status; an error's text where none."""
     try:
         with urllib.request.urlopen(urllib.request.Request(url, data=body), timeout=5) as response:
-            return json.loads(response.read())
+            text = response.read()
     except urllib.error.HTTPError as exc:
-        return json.loads(exc.read() or b"null")
-    except (OSError, ValueError) as exc:
+        text = exc.read()
+    except (OSError, http.client.HTTPException) as exc:
         return f"{type(exc).__name__}: {exc}"
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text.decode(errors="replace")
 
 
 class Watch:
@@ -78,13 +83,10 @@ class Watch:
         stubs it sees, the canary), the model versions Triton does not call READY with its reason, and the server's
         zombie stubs, each with the instance it served where the supervisor saw it alive."""
         known = {stub.process.pid: f"{stub.model_py} {stub.instance}" for stub in self.kit.stubs.values()}
+        index = answer_of(f"http://{self.kit.server.options.http_url}/v2/repository/index", b"{}")
         return {
             "door": answer_of(f"{self.kit.door.url}/health/ready"),
-            "triton_not_ready": [
-                entry
-                for entry in answer_of(f"http://{self.kit.server.options.http_url}/v2/repository/index", b"{}") or []
-                if isinstance(entry, dict) and entry.get("state") != "READY"
-            ],
+            "triton_not_ready": [entry for entry in index if entry.get("state") != "READY"] if isinstance(index, list) else index,
             "zombie_stubs": {pid: known.get(pid, "never seen alive") for pid in dead_stubs(self.kit.server.process.pid)},
         }
 

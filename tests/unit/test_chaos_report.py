@@ -58,10 +58,11 @@ def test_a_server_that_refuses_the_last_question_fails_the_run_with_why():
 def test_a_kit_not_ready_at_the_end_fails_the_run_with_what_the_door_and_triton_said():
     """The door's 503 body is the run's answer to why (its dead stubs, models, canary), and a question nobody answers
     says so instead of raising."""
-    body = b'{"ready": false, "dead_stubs": [4242]}'
+    bodies = {"/health/ready": b'{"ready": false, "dead_stubs": [4242]}', "/text": b"not JSON"}
 
     class NotReady(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
+            body = bodies[self.path]
             self.send_response(503)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -73,6 +74,7 @@ def test_a_kit_not_ready_at_the_end_fails_the_run_with_what_the_door_and_triton_
     with http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotReady) as server:
         threading.Thread(target=server.serve_forever, daemon=True).start()
         said = answer_of(f"http://127.0.0.1:{server.server_address[1]}/health/ready")
+        assert answer_of(f"http://127.0.0.1:{server.server_address[1]}/text") == "not JSON"
         server.shutdown()
     assert said == {"ready": False, "dead_stubs": [4242]}
     with socket.socket() as bound:  # bound, never listening: refused
