@@ -5,6 +5,7 @@ regions whose stub is gone (left behind until the supervisor's restart removes t
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -15,8 +16,8 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
+import psutil
 
-from kit.server.healthcheck import dead_stubs
 from kit.server.runtime import answers_ok
 from perf.chaos.served import ServedKit
 from perf.engine.procstats import rss_bytes_by_role
@@ -53,6 +54,17 @@ def answer_of(url: str, body: bytes | None = None):
         return text.decode(errors="replace")
 
 
+def zombies(pid: int) -> list[int]:
+    """The children of `pid` that have ended and wait to be reaped: of a tritonserver, its dead stubs."""
+    found = []
+    with contextlib.suppress(psutil.NoSuchProcess):
+        for child in psutil.Process(pid).children():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                if child.status() == psutil.STATUS_ZOMBIE:
+                    found.append(child.pid)
+    return found
+
+
 class Watch:
     """Runs its two samplers from `start()` to `stop()`; times are time.monotonic()."""
 
@@ -87,7 +99,7 @@ class Watch:
         return {
             "door": answer_of(f"{self.kit.door.url}/health/ready"),
             "triton_not_ready": [entry for entry in index if entry.get("state") != "READY"] if isinstance(index, list) else index,
-            "zombie_stubs": {pid: known.get(pid, "never seen alive") for pid in dead_stubs(self.kit.server.process.pid)},
+            "zombie_stubs": {pid: known.get(pid, "never seen alive") for pid in zombies(self.kit.server.process.pid)},
         }
 
     def probe(self) -> None:

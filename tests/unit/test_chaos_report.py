@@ -5,14 +5,19 @@ what it said for itself."""
 from __future__ import annotations
 
 import http.server
+import os
 import socket
+import subprocess
 import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import psutil
+
 from perf.chaos.report import problems
 from perf.chaos.run import radar_serves
-from perf.chaos.watch import answer_of
+from perf.chaos.watch import answer_of, zombies
 
 
 def figures(by_role: dict[str, tuple[float, float]]) -> dict:
@@ -83,3 +88,19 @@ def test_a_kit_not_ready_at_the_end_fails_the_run_with_what_the_door_and_triton_
     why = {"door": said, "triton_not_ready": [], "zombie_stubs": {4242: "never seen alive"}}
     run = figures({"door": (100.8, 110.0)}) | {"ready_at_end": False, "why_not_ready": why}
     assert problems(run) == [f"the kit was not ready at the end: {why}"]
+
+
+def test_a_child_that_ended_unreaped_is_a_zombie_of_its_parent_and_a_live_one_is_not():
+    ended = subprocess.Popen(["true"])
+    running = subprocess.Popen(["sleep", "60"])
+    try:
+        child, deadline = psutil.Process(ended.pid), time.monotonic() + 60
+        while child.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:  # unreaped until `ended.wait()`
+            time.sleep(0.05)
+        assert ended.pid in zombies(os.getpid())
+        assert running.pid not in zombies(os.getpid())
+    finally:
+        running.kill()
+        running.wait()
+        ended.wait()
+    assert ended.pid not in zombies(os.getpid())
