@@ -17,7 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import psutil
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
+from kit.server.deploy import GONE
 from kit.server.runtime import answers_ok
 from perf.chaos.served import ServedKit
 from perf.engine.procstats import rss_bytes_by_role
@@ -39,10 +42,10 @@ def shm_bytes(regions: set[str]) -> int:
     return total
 
 
-def answer_of(url: str, body: bytes | None = None):
-    """The JSON a GET (or, with `body`, a POST) of `url` answers, whatever its status; an error's text where none."""
+def answer_of(url: str):
+    """The JSON a GET of `url` answers, whatever its status; an error's text where none."""
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, data=body), timeout=5) as response:
+        with urllib.request.urlopen(url, timeout=5) as response:
             text = response.read()
     except urllib.error.HTTPError as exc:
         text = exc.read()
@@ -52,6 +55,16 @@ def answer_of(url: str, body: bytes | None = None):
         return json.loads(text)
     except ValueError:
         return text.decode(errors="replace")
+
+
+def not_ready_versions(http_url: str) -> list[dict] | str:
+    """The entries of Triton's repository index not READY (each with its state and reason); an error's text where
+    the server does not answer."""
+    try:
+        index = httpclient.InferenceServerClient(http_url).get_model_repository_index()
+    except (InferenceServerException, *GONE) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return [entry for entry in index if entry.get("state") != "READY"]
 
 
 def zombies(pid: int) -> list[int]:
@@ -95,10 +108,9 @@ class Watch:
         stubs it sees, the canary), the model versions Triton does not call READY with its reason, and the server's
         zombie stubs, each with the instance it served where the supervisor saw it alive."""
         known = {stub.process.pid: f"{stub.model_py} {stub.instance}" for stub in self.kit.stubs.values()}
-        index = answer_of(f"http://{self.kit.server.options.http_url}/v2/repository/index", b"{}")
         return {
             "door": answer_of(f"{self.kit.door.url}/health/ready"),
-            "triton_not_ready": [entry for entry in index if entry.get("state") != "READY"] if isinstance(index, list) else index,
+            "triton_not_ready": not_ready_versions(self.kit.server.options.http_url),
             "zombie_stubs": {pid: known.get(pid, "never seen alive") for pid in zombies(self.kit.server.process.pid)},
         }
 

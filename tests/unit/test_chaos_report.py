@@ -84,7 +84,7 @@ def test_a_kit_not_ready_at_the_end_fails_the_run_with_what_the_door_and_triton_
     assert said == {"ready": False, "dead_stubs": [4242]}
     with socket.socket() as bound:  # bound, never listening: refused
         bound.bind(("127.0.0.1", 0))
-        assert "Connection refused" in answer_of(f"http://127.0.0.1:{bound.getsockname()[1]}/v2/repository/index", b"{}")
+        assert "Connection refused" in answer_of(f"http://127.0.0.1:{bound.getsockname()[1]}/health/ready")
     why = {"door": said, "triton_not_ready": [], "zombie_stubs": {4242: "never seen alive"}}
     run = figures({"door": (100.8, 110.0)}) | {"ready_at_end": False, "why_not_ready": why}
     assert problems(run) == [f"the kit was not ready at the end: {why}"]
