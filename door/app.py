@@ -23,7 +23,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from door.canary import Canary, check
 from door.contract import Contract
-from door.health import readiness
+from door.health import StubBook, readiness
 from door.intake import Intake
 from door.observe import Metrics, Observe, exposition, multiprocess
 from door.openai_api import openai_router
@@ -97,6 +97,7 @@ def create_app(contract: Contract, settings: DoorSettings, upstream: Upstream | 
         app.include_router(tei)
     app.include_router(routes.router)
     app.state.upstream = upstream
+    book = StubBook(settings.triton.rsplit(":", 1)[-1])
 
     def openapi() -> dict:
         if app.openapi_schema is None:
@@ -113,7 +114,7 @@ def create_app(contract: Contract, settings: DoorSettings, upstream: Upstream | 
     @app.get("/health/ready", tags=["health"], responses={503: {"description": "not ready: the answer says what is not"}})
     async def ready() -> JSONResponse:
         """200 when Triton and every routed model are ready, no Python stub has died and the canary passed; else 503."""
-        answer = await readiness(upstream, canary)
+        answer = await readiness(upstream, canary, book)
         return JSONResponse(answer, 200 if answer["ready"] else 503)
 
     @app.get("/metrics", tags=["health"], include_in_schema=False)

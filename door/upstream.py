@@ -160,6 +160,13 @@ class Upstream:
             answer[model] = answer["server"] and await self._ask(self.client.is_model_ready(model, client_timeout=PROBE_TIMEOUT))
         return answer
 
+    async def version_ready(self, model: str, version: str) -> bool | None:
+        """Whether one version of a model serves; None where Triton did not answer."""
+        try:
+            return bool(await self.client.is_model_ready(model, version, client_timeout=PROBE_TIMEOUT))
+        except InferenceServerException as exc:  # a refusal names the version unknown; no status: nothing answered
+            return None if not exc.status() or exc.status().endswith(("UNAVAILABLE", "DEADLINE_EXCEEDED")) else False
+
     @staticmethod
     async def _ask(call) -> bool:
         try:

@@ -20,9 +20,11 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path, PurePath
+from pathlib import Path
 
 import psutil
+
+from kit.server.healthcheck import stub_instance, unreplaced, version_of
 
 
 class ServerError(RuntimeError):
@@ -185,7 +187,6 @@ def server_env() -> dict[str, str]:
     return env
 
 
-STUB_NAME = "triton_python_backend_stub"
 REPLACED_S = 3.0  # how long a reload may take to start an instance's new stub after its old one has gone
 SHM_PREFIX = "triton_python_backend_shm_region"
 
@@ -202,22 +203,21 @@ class Stub:
 
     @classmethod
     def from_process(cls, process: psutil.Process) -> Stub | None:
+        """The stub of a model instance that `process` is, or None (kit.server.healthcheck.stub_instance)."""
         try:
             args = process.cmdline()
         except psutil.Error:
             return None
-        if not args or Path(args[0]).name != STUB_NAME or len(args) < 3:
+        if (named := stub_instance(args)) is None:
             return None
-        # argv: stub, model.py, shm region, shm sizes, parent pid, backend dir, ..., instance name, runtime
         region = next((a for a in args if a.startswith(SHM_PREFIX)), None)
-        return cls(process, args[-2], region, args[1])
+        return cls(process, named[1], region, named[0])
 
-    def serves_an_instance(self) -> bool:
-        """Whether the stub runs a model instance. Loading a version, Triton first runs a stub of its own named as the
-        model (not as an instance: `radar_classifier`, not `radar_classifier_0_1`) to complete the config, which exits
-        once done: that one's end is no death (seen: a supervisor that counted it restarted the server mid-deploy)."""
-        parts = PurePath(self.model_py).parts
-        return len(parts) < 3 or self.instance != parts[-3]
+    def key(self) -> tuple[str, str]:
+        return self.model_py, self.instance
+
+    def started(self) -> float:
+        return self.process.create_time()
 
     def alive(self) -> bool:
         try:
@@ -291,7 +291,7 @@ class TritonServer:
             children = psutil.Process(self.process.pid).children()
         except psutil.NoSuchProcess:
             return self.stubs
-        found = [stub for stub in map(Stub.from_process, children) if stub is not None and stub.serves_an_instance()]
+        found = [stub for stub in map(Stub.from_process, children) if stub is not None]
         pids = {stub.process.pid for stub in found}
         return found + [stub for stub in self.stubs if stub.process.pid not in pids]
 
@@ -302,25 +302,19 @@ class TritonServer:
         """Instances whose stub process died. Triton >= 24.06 does not restart them and keeps reporting the server
         and the model ready, while requests sent to that instance fail. A stub that has ended (a zombie, or gone:
         Triton reaps a dead stub when it checks the instance's health) died if its version still serves and no stub
-        has taken its place for REPLACED_S: an unload takes the version out of readiness as its stubs end, and a
-        reload starts a new stub for the same instance and version, sometimes a moment after the old one ended (seen
-        under load while a deploy loaded an ensemble, and when it retired a texts model's old version). Only a stub
-        started after it takes its place: an older one of the same name still running (a reload's old instance not yet
-        gone) would otherwise hide its death for good."""
+        has taken its place (kit.server.healthcheck.unreplaced) for REPLACED_S: an unload takes the version out of
+        readiness as its stubs end, and a reload starts a new stub for the same instance and version, sometimes a moment
+        after the old one ended (seen under load while a deploy loaded an ensemble, and when it retired a texts model's
+        old version)."""
         previous = self.stubs
         current = self.current_stubs()
         self.stubs = [stub for stub in current if stub.alive()]
-        newest: dict[tuple[str, str], float] = {}  # each instance's newest live stub's start
-        for stub in self.stubs:
-            key = (stub.model_py, stub.instance)
-            newest[key] = max(newest.get(key, 0.0), stub.process.create_time())
+        ended = [stub for stub in {stub.process.pid: stub for stub in [*previous, *current]}.values() if not stub.alive()]
+        judged = unreplaced(ended, self.stubs, Stub.key, Stub.started)
         now = time.monotonic()
-        for stub in {stub.process.pid: stub for stub in [*previous, *current]}.values():
-            if stub.alive():
-                continue
-            replaced = newest.get((stub.model_py, stub.instance), 0.0) > stub.process.create_time()
-            serving = None if replaced else self.version_ready(stub)
-            if replaced or serving is False:
+        for stub in ended:
+            serving = self.version_ready(stub) if stub in judged else False
+            if serving is False:
                 stub.remove_region()  # replaced by a reload or ended by an unload: a stub killed meanwhile left it
                 continue
             if serving:  # unknown (the probe went unanswered): kept, and judged again at the next call
@@ -331,11 +325,10 @@ class TritonServer:
     def version_ready(self, stub: Stub) -> bool | None:
         """Whether the stub's version serves; None where Triton did not answer (a loaded or paused server): a dead
         stub forgotten then would never be found again, since a zombie's command line can no longer be read."""
-        parts = PurePath(stub.model_py).parts
-        if len(parts) < 3:
+        model = version_of(stub.model_py)
+        if model is None:
             return False
-        model, version = parts[-3], parts[-2]
-        status = status_of(f"http://{self.options.http_url}/v2/models/{model}/versions/{version}/ready")
+        status = status_of(f"http://{self.options.http_url}/v2/models/{model[0]}/versions/{model[1]}/ready")
         return None if status is None else status == 200
 
     def wait_ready(self, timeout: float) -> None:

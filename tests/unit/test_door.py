@@ -3,8 +3,10 @@ contract read from the configs a build writes (the same function reads Triton's 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,7 @@ from tritonclient.utils import InferenceServerException
 from door.cli import environment_of, parse_args, settings_from
 from door.contract import ANSWERS, ContractError, contract_from_configs
 from door.flow import Flow
-from door.health import stub_check
+from door.health import StubBook, readiness
 from door.settings import DoorSettings, SettingsError, api_keys
 from door.upstream import Upstream
 from kit.adapters.settings import PipelineSettings, PixelClassifierSettings, TextSettings
@@ -21,6 +23,7 @@ from kit.control.configs import SOURCE, RepositoryError, copy_config, parameters
 from kit.control.specs import DOOR_ANSWER, DOOR_ANSWERS, DOOR_ROUTE, TENSORS, read_spec
 from kit.control.tasks import shipped_models
 from kit.server.serve import door_key
+from tests.fake_proc import fake_process
 from tests.profiles import configs as built_configs
 
 DOOR = Path(__file__).resolve().parents[2] / "door"
@@ -223,24 +226,64 @@ def test_the_door_names_no_model():
     assert found == []
 
 
-def fake_process(proc, pid: int, comm: str, state: str, ppid: int, args: list[str]) -> None:
-    folder = proc / str(pid)
-    folder.mkdir()
-    (folder / "stat").write_text(f"{pid} ({comm}) {state} {ppid} 1 1 0")
-    (folder / "cmdline").write_bytes("\0".join(args).encode() + b"\0")
-
-
 def test_readiness_looks_only_at_the_stubs_of_the_server_on_the_doors_port(tmp_path):
     fake_process(tmp_path, 10, "tritonserver", "S", 1, ["tritonserver", "--grpc-port=9001"])
-    fake_process(tmp_path, 11, "triton_python_b", "Z", 10, ["triton_python_backend_stub"])
-    fake_process(tmp_path, 12, "triton_python_b", "S", 10, ["triton_python_backend_stub"])
+    fake_process(tmp_path, 11, "triton_python_b", "Z", 10)
+    fake_process(tmp_path, 12, "triton_python_b", "S", 10)
     fake_process(tmp_path, 20, "tritonserver", "S", 1, ["tritonserver", "--grpc-port", "9002"])
-    fake_process(tmp_path, 21, "triton_python_b", "Z", 20, ["triton_python_backend_stub"])
+    fake_process(tmp_path, 21, "triton_python_b", "Z", 20)
     fake_process(tmp_path, 30, "tritonserver", "S", 1, ["tritonserver", "--model-repository=/models"])
-    assert stub_check("9001", tmp_path) == ([11], True)
-    assert stub_check("9002", tmp_path) == ([21], True)
-    assert stub_check("8001", tmp_path) == ([], True), "Triton's default port when the command line names none"
-    assert stub_check("9999", tmp_path) == ([], False), "a server the door cannot see is said to be unseen"
+    assert StubBook("9001", tmp_path).look() == ([], [11], True), "a zombie never seen alive counts as dead"
+    assert StubBook("9002", tmp_path).look() == ([], [21], True)
+    assert StubBook("8001", tmp_path).look() == ([], [], True), "Triton's default port when the command line names none"
+    assert StubBook("9999", tmp_path).look() == ([], [], False), "a server the door cannot see is said to be unseen"
+
+
+def stub(proc: Path, pid: int, state: str, version: int, instance: str, ticks: int) -> None:
+    args = ["/x/triton_python_backend_stub", f"/repo/scorer/{version}/model.py", "shm", "1", "10", "/b", instance, "python"]
+    fake_process(proc, pid, "triton_python_b", state, 10, args, ticks)
+
+
+class Versions:
+    """The door's upstream as readiness asks it: the server and each model ready, and which versions serve."""
+
+    contract = None
+
+    def __init__(self, serving: set[str]):
+        self.serving = serving
+
+    async def readiness(self) -> dict[str, bool]:
+        return {"server": True}
+
+    async def version_ready(self, model: str, version: str) -> bool | None:
+        return f"{model}/{version}" in self.serving
+
+
+def ready(book: StubBook, serving: set[str]) -> dict:
+    return asyncio.run(readiness(Versions(serving), None, book))
+
+
+def test_a_dead_stub_counts_while_its_version_serves_and_nothing_took_its_place(tmp_path):
+    """The door judges an ended stub as the supervisor does: by the version and instance it served, which only its
+    command line while it lived says."""
+    fake_process(tmp_path, 10, "tritonserver", "S", 1, ["tritonserver", "--grpc-port=9001"])
+    stub(tmp_path, 11, "S", 1, "scorer_0_0", ticks=100)
+    stub(tmp_path, 12, "S", 2, "scorer_0_0", ticks=200)
+    stub(tmp_path, 13, "S", 2, "scorer", ticks=210)  # the stub that completes v2's config: no instance
+    book = StubBook("9001", tmp_path)
+    assert ready(book, {"scorer/1"})["ready"]
+    stub(tmp_path, 11, "Z", 1, "scorer_0_0", ticks=100)  # killed while v1 serves
+    stub(tmp_path, 12, "Z", 2, "scorer_0_0", ticks=200)  # killed while v2 loaded, then unloaded by the roll-back
+    stub(tmp_path, 13, "Z", 2, "scorer", ticks=210)
+    answer = ready(book, {"scorer/1"})
+    assert (answer["ready"], answer["dead_stubs"]) == (False, [11])
+    stub(tmp_path, 14, "S", 1, "scorer_0_0", ticks=300)  # a reload's new stub for the instance
+    assert ready(book, {"scorer/1"})["dead_stubs"] == []
+    shutil.rmtree(tmp_path / "14")  # reaped by Triton: gone, not a zombie, and v1 still serves
+    assert ready(book, {"scorer/1"})["dead_stubs"] == [14]
+    stub(tmp_path, 14, "S", 1, "scorer_0_0", ticks=400)  # the pid taken by a later stub of the instance
+    assert ready(book, {"scorer/1"})["dead_stubs"] == []
+    assert book.look() == ([], [], True), "the zombies whose end was no death are not judged again"
 
 
 def test_every_door_setting_is_a_flag_and_an_environment_variable_and_the_flag_wins():

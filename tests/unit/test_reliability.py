@@ -19,6 +19,7 @@ from kit.server.healthcheck import dead_stubs
 from kit.server.runtime import ADMIN_APIS, ServerError, Supervisor, restricted_api_args
 from kit.server.serve import ADMIN_KEY_ENV, admin_key
 from perf.sim.device import SIM
+from tests.fake_proc import fake_process
 from tests.profiles import canonical, configs, variant
 
 
@@ -226,15 +227,11 @@ def test_supervisor_gives_up_when_restarts_do_not_help(monkeypatch):
 
 
 def test_healthcheck_finds_zombie_stubs_of_a_tritonserver(tmp_path):
-    for pid, stat in {
-        100: "100 (tritonserver) S 1 100 100 0",
-        101: "101 (triton_python_b) Z 100 100 100 0",  # died, not reaped: the case Triton ignores
-        102: "102 (triton_python_b) S 100 100 100 0",
-        103: "103 (triton_python_b) Z 7 7 7 0",  # another parent
-        104: "104 (a (weird) name) Z 100 100 100 0",
-    }.items():
-        (tmp_path / str(pid)).mkdir()
-        (tmp_path / str(pid) / "stat").write_text(stat)
+    fake_process(tmp_path, 100, "tritonserver", "S", 1)
+    fake_process(tmp_path, 101, "triton_python_b", "Z", 100)  # died, not reaped: the case Triton ignores
+    fake_process(tmp_path, 102, "triton_python_b", "S", 100)
+    fake_process(tmp_path, 103, "triton_python_b", "Z", 7)  # another parent
+    fake_process(tmp_path, 104, "a (weird) name", "Z", 100)
     assert dead_stubs(proc=tmp_path) == [101]
     assert dead_stubs(7, proc=tmp_path) == [103]
 
