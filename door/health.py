@@ -1,10 +1,9 @@
 """Readiness that tells the truth: Triton ready, every routed model ready, and no Python stub dead.
 
 Triton 24.06+ keeps answering ready while a model instance whose stub died fails every request it is
-given, so Triton's word alone is not enough. The door reads the server's stubs in /proc (StubBook). The door looks
-only at the tritonserver that serves its gRPC
-port (by the server's command line), so other servers on the machine do not count; it sees it where it
-shares the process namespace with Triton (`make serve`; `pid: service:triton` in compose;
+given, so Triton's word alone is not enough: the door also reads the server's stubs in /proc (StubBook). It looks
+only at the tritonserver that serves its gRPC port (by the server's command line), so other servers on the machine do
+not count; it sees it where it shares the process namespace with Triton (`make serve`; `pid: service:triton` in compose;
 `shareProcessNamespace` in the pod). Where it cannot see that server, the answer says so
 (`stubs_visible: false`) instead of claiming the stubs are alive. Where a served text model carries a
 golden set, readiness also needs the canary's last verdict to be a pass (door.canary); `canary` is
@@ -80,10 +79,11 @@ class StubBook:
             for (pid, ticks), state in stubs.items():
                 if (pid, ticks) in self.settled or (pid in self.seen and self.seen[pid].ticks == ticks):
                     continue
-                args = [] if state == "Z" else command_line(self.proc / str(pid))
                 if state == "Z":
                     unknown.append(pid)
-                elif named := stub_instance(args):
+                    continue
+                args = command_line(self.proc / str(pid))
+                if named := stub_instance(args):
                     self.seen[pid] = Seen(pid, ticks, *named)
                 elif args:  # the stub that completes a config (a stub just forked shows its command line later)
                     self.settled.add((pid, ticks))
