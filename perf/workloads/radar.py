@@ -120,7 +120,7 @@ class Radar(Workload):
         ragged = " ragged" if clf.get("ragged_batch") else ""
         cap = f" max-batch={clf['max_batch_size']}" if "max_batch_size" in clf else ""
         graph = f" graph={clf['graph']}" if "graph" in clf else ""
-        merge = clf.get("merge")
+        merge = clf.get("merge") or clf.get("parameters", {}).get("merge")  # the torch runner's, or a custom one's
         graph += f" merge={merge['table'] if isinstance(merge, dict) else merge}" if merge else ""
         timeout = (
             f" queue-timeout={entry['default_timeout_microseconds'] / 1e6:g}s" if "default_timeout_microseconds" in entry else ""
