@@ -1,4 +1,5 @@
-"""Concurrent texts bound for one text entry, sent to Triton as one request (the entry's TEXT [n]).
+"""Concurrent texts bound for one text entry, sent to Triton as one request (the entry's TEXT [n]); likewise encoded
+images bound for an image classifier's entry (IMAGE [n, 1], a row each), whose answers are a row each.
 
 What the door and the entry's texts model spend per request (a gRPC call, a Triton request through the ensemble, a
 hand-off and an answer) they spend once for all the texts of a coalesced one. A Coalescer sends what is waiting as
@@ -54,10 +55,11 @@ class Text:
 
 
 def split(outputs: dict[str, np.ndarray], count: int) -> list[dict[str, np.ndarray]]:
-    """A request's outputs as its `count` texts' own, each shaped as a request of that text alone would get it."""
+    """A request's outputs as its `count` texts' (or images') own: each one's rows of the CHUNK_ outputs (by CHUNKS),
+    and an equal part of every other output, flat."""
     if count == 1:
         return [outputs]
-    ends = np.cumsum(outputs["CHUNKS"].reshape(-1))[:-1]
+    ends = np.cumsum(outputs["CHUNKS"].reshape(-1))[:-1] if "CHUNKS" in outputs else None  # an image's answer has none
     parts = [{} for _ in range(count)]
     for name, array in outputs.items():
         pieces = np.split(array, ends) if name.startswith(CHUNK_PREFIX) else np.split(array.reshape(-1), count)
@@ -81,7 +83,7 @@ class Coalescer:
     async def infer(self, texts: list[bytes], request_id: str, timeout: float) -> list[dict[str, np.ndarray]]:
         """Each text's outputs; the first text's problem where any has one (the others still run their course)."""
         if self.queued + len(texts) > self.max_waiting:
-            detail = f"{self.model}: {self.queued} texts wait at the door, which holds at most {self.max_waiting}"
+            detail = f"{self.model}: {self.queued} texts or images wait at the door, which holds at most {self.max_waiting}"
             raise Problem(429, "overloaded", detail, {"Retry-After": str(self.flow.retry_after())})
         loop = asyncio.get_running_loop()
         items = [Text(data, request_id, loop.time() + timeout) for data in texts]

@@ -124,6 +124,12 @@ class Served:
         return (*self.spec.outputs, "CHUNKS") if self.texts_at_once > 1 else self.spec.outputs
 
     @property
+    def images_at_once(self) -> int:
+        """How many encoded images one request may carry: an image classifier's entry takes a batch, a row each (its
+        answer is a row of SCORES per image); every other image answer, one."""
+        return self.max_batch_size if self.answer == "image-labels" and self.batched else 1
+
+    @property
     def texts_at_once(self) -> int:
         """How many texts one request may carry: a text entry whose TEXT is [-1] takes `max_request_texts`; else 1."""
         several = self.dims.get("TEXT") == (-1,) and self.spec.inputs.get("TEXT", ("", ()))[1] == (SEVERAL,)

@@ -202,8 +202,7 @@ class Routes:
                 body = await self.body(request, JSON, FORM)
                 data = await run_in_threadpool(images.from_base64, parse(schema, body).image, max_bytes)
             data = await run_in_threadpool(images.checked, data, max_bytes, max_pixels)
-            tensor = np.array([[data]] if served.batched else [data], dtype=np.object_)
-            return answer(await self.upstream.infer(model, {"IMAGE": tensor}, request.state.request_id))
+            return answer(await self.upstream.infer_image(model, data, request.state.request_id))
 
         image_route.__name__ = model
         image_route.__doc__ = doc + " The image as a form upload (field `image`) or as base64 in JSON."

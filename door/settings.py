@@ -64,8 +64,8 @@ class DoorSettings:
     coalesce_in_flight: int = setting(
         8,
         int,
-        "requests to a text model the door keeps in flight before concurrent texts wait to go together in the next "
-        "one (door.coalesce); 0 sends each text in a request of its own",
+        "requests to a text model (or an image classifier) the door keeps in flight before concurrent texts (images) "
+        "wait to go together in the next one (door.coalesce); 0 sends each in a request of its own",
     )
     coalesce_waiting: int = setting(
         2048, int, "texts the door holds waiting for a request to a text model; beyond, a call is refused with 429"

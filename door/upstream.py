@@ -13,7 +13,7 @@ from tritonclient.utils import InferenceServerException
 
 from door import wire
 from door.coalesce import REFUSED, Coalescer
-from door.contract import Contract
+from door.contract import Contract, Served
 from door.flow import Flow
 from door.problems import Problem
 from door.settings import DoorSettings
@@ -47,23 +47,22 @@ class Upstream:
         self.settings = settings
         self.contract = contract
         self.flows = {model: Flow(settings.rate_window, settings.max_retry_after) for model in contract.models}
-        self.coalescers = {
-            model: Coalescer(
-                model,
-                functools.partial(self.send_texts, model),
-                self.flows[model],
-                settings.coalesce_in_flight,
-                served.texts_at_once,
-                COALESCED_BYTES,
-                settings.coalesce_waiting,
-            )
-            for model, served in contract.models.items()
-            if settings.coalesce_in_flight and served.texts_at_once > 1
-        }
+        self.coalescers = {model: c for model, served in contract.models.items() if (c := self.coalescer(model, served))}
         self.client: grpcaio.InferenceServerClient | None = None
         self.inference: wire.Channel | None = None  # inference requests, built by door.wire
         # The version of each model that answered last: a new one is loaded without a restart (kit.server.deploy).
         self.versions: dict[str, str] = {}
+
+    def coalescer(self, model: str, served: Served) -> Coalescer | None:
+        """The Coalescer of an entry that takes several texts, or several images, in one request (door.coalesce)."""
+        texts, images = served.texts_at_once, served.images_at_once
+        if not self.settings.coalesce_in_flight or max(texts, images) == 1:
+            return None
+        send = functools.partial(self.send_texts if texts > 1 else self.send_images, model)
+        at_once, flow = max(texts, images), self.flows[model]
+        return Coalescer(
+            model, send, flow, self.settings.coalesce_in_flight, at_once, COALESCED_BYTES, self.settings.coalesce_waiting
+        )
 
     async def open(self) -> None:
         self.client = grpcaio.InferenceServerClient(self.settings.triton)
@@ -112,10 +111,27 @@ class Upstream:
             return await coalescer.infer(texts, request_id, self.settings.triton_timeout)
         return await gathered(self.infer(model, {"TEXT": np.array([text], dtype=np.object_)}, request_id) for text in texts)
 
+    async def infer_image(self, model: str, data: bytes, request_id: str = "") -> dict[str, np.ndarray]:
+        """An encoded image's outputs from the image entry `model`: coalesced with other calls' images where the entry
+        takes several at once (door.coalesce), else a request of its own."""
+        coalescer = self.coalescers.get(model)
+        if coalescer is not None:
+            (outputs,) = await coalescer.infer([data], request_id, self.settings.triton_timeout)
+            return outputs
+        return await self.infer(
+            model, {"IMAGE": np.array([[data]] if self.contract[model].batched else [data], dtype=np.object_)}, request_id
+        )
+
     async def send_texts(self, model: str, texts: list[bytes], request_ids: list[str], seconds: float) -> dict:
         """One request of several texts (a Coalescer's), its id every text's request id."""
         request_id = ",".join(dict.fromkeys(request_ids))
         return await self.call(model, {"TEXT": np.array(texts, dtype=np.object_)}, request_id, seconds)
+
+    async def send_images(self, model: str, images: list[bytes], request_ids: list[str], seconds: float) -> dict:
+        """One request of several encoded images (a Coalescer's), a row each, its id every image's request id."""
+        rows = np.empty((len(images), 1), dtype=np.object_)
+        rows[:, 0] = images
+        return await self.call(model, {"IMAGE": rows}, ",".join(dict.fromkeys(request_ids)), seconds)
 
     async def call(
         self, model: str, arrays: dict[str, np.ndarray], request_id: str, seconds: float, asked: Asked | None = None

@@ -1,6 +1,7 @@
 """The door's coalescing (door.coalesce) on the session's real server: the texts of one call, OpenAI's `input` list and
 texts of concurrent calls reach a text entry as one request (Triton's statistics count it), each answered as it is
-alone; a text the entry refuses fails alone, the others of its request answered."""
+alone; a text the entry refuses fails alone, the others of its request answered. Concurrent calls' images reach an
+image classifier's entry the same way."""
 
 from __future__ import annotations
 
@@ -12,13 +13,16 @@ from door.contract import contract_from_configs, served_configs
 from door.problems import Problem
 from door.settings import DoorSettings
 from door.upstream import Upstream
+from kit.control.image_task import names
 from tests.served.doors import call
 from tests.served.statistics import counted, executions
 from tests.served.test_embedding_models import BATCHING_ATOL
+from tests.served.test_image_models import ATOL, IMAGES, classify
 from tests.served.test_text_models import OUTPUTS, TEXTS
 from tests.served.text_specs import ask
 
 CLASSIFIER, ENCODER = "topics", "sentences"  # not the canary's model, whose golden set the door may send meanwhile
+IMAGER = "pets"  # an image classifier a user brought (tests.served.conftest.IMAGE_CLASSIFIERS)
 
 
 def requests_for(grpc_client, model: str, send, wanted: int = 1) -> int:
@@ -50,16 +54,19 @@ def test_openais_input_list_reaches_the_encoder_as_one_request(door, grpc_client
         np.testing.assert_allclose(item["embedding"], one["embedding"], atol=BATCHING_ATOL)
 
 
-def upstream_outcomes(server, texts: list[bytes]) -> list:
-    """The door's Upstream, on the real server, asked for each text by a call of its own, all in one turn of the loop:
-    what each call got, an answer or its Problem."""
+def upstream_outcomes(server, items: list[bytes], model: str = CLASSIFIER) -> list:
+    """The door's Upstream, on the real server, asked for each text (or each image, of an image classifier) by a call
+    of its own, all in one turn of the loop: what each call got, an answer or its Problem."""
     contract = contract_from_configs(served_configs(server.options.grpc_url, wait=10))
 
     async def ask():
         upstream = Upstream(DoorSettings(triton=server.options.grpc_url), contract)
         await upstream.open()
         try:
-            calls = (upstream.infer_texts(CLASSIFIER, [text], f"r{i}") for i, text in enumerate(texts))
+            if model == CLASSIFIER:
+                calls = [upstream.infer_texts(model, [item], f"r{i}") for i, item in enumerate(items)]
+            else:
+                calls = [upstream.infer_image(model, item, f"r{i}") for i, item in enumerate(items)]
             return await asyncio.gather(*calls, return_exceptions=True)
         finally:
             await upstream.close()
@@ -88,3 +95,24 @@ def test_a_text_the_entry_refuses_fails_alone_and_the_others_of_its_request_are_
     good, bad, other = outcomes
     assert isinstance(bad, Problem) and bad.status == 422 and "not valid UTF-8" in str(bad), bad
     assert good[0]["SCORES"].shape == (3,) and other[0]["SCORES"].shape == (3,)
+
+
+def test_concurrent_calls_images_reach_the_image_classifier_as_one_request_each_answered_as_alone(server, grpc_client):
+    outcomes = []
+    assert requests_for(grpc_client, IMAGER, lambda: outcomes.extend(upstream_outcomes(server, IMAGES, IMAGER))) == 1
+    for data, outcome in zip(IMAGES, outcomes):
+        np.testing.assert_allclose(outcome["SCORES"], classify(server.options.grpc_url, IMAGER, data), atol=ATOL)
+
+
+def test_an_image_the_classifier_refuses_fails_alone_and_the_others_of_its_request_are_answered(
+    server, grpc_client, brought_models
+):
+    images = [IMAGES[0], b"not an image at all", IMAGES[2]]
+    pixels = names(brought_models[IMAGER])["pixels"]
+    outcomes = []
+    sent = requests_for(grpc_client, pixels, lambda: outcomes.extend(upstream_outcomes(server, images, IMAGER)), 4)
+    assert sent == 4, "the request of all three, then each image alone"
+    good, bad, other = outcomes
+    assert isinstance(bad, Problem) and bad.status == 422 and "IMAGE" in str(bad), bad
+    for data, outcome in ((IMAGES[0], good), (IMAGES[2], other)):  # asked alone: SCORES [1, labels]
+        np.testing.assert_allclose(outcome["SCORES"].reshape(-1), classify(server.options.grpc_url, IMAGER, data), atol=ATOL)

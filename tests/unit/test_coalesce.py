@@ -146,6 +146,11 @@ def test_a_requests_outputs_split_into_each_texts_own_shape():
     assert first["TOKENS"].tolist() == [4] and second["CHUNKS"].tolist() == [2]
 
 
+def test_an_image_classifiers_outputs_split_into_a_row_per_image():
+    first, second, third = split({"SCORES": np.arange(6, dtype=np.float32).reshape(3, 2)}, 3)  # no CHUNKS: a row each
+    assert [part["SCORES"].tolist() for part in (first, second, third)] == [[0, 1], [2, 3], [4, 5]]
+
+
 def test_a_request_of_several_items_is_answered_once_all_of_them_are():
     carried = Carried(kept=[0, 2], counts=[1, 3])  # request 1 failed its check; 0 carries one item, 2 three
     assert [carried.request(item) for item in range(4)] == [0, 2, 2, 2]
