@@ -179,30 +179,17 @@ def shipped_meta(spec: ModelSpec) -> dict:
     return {"num_labels": len(spec.labels), "id2label": dict(enumerate(spec.labels)), "outputs": ["logits"]}
 
 
-def canonical(spec: ModelSpec, meta: dict, model: dict[str, str]) -> dict[str, mc.ModelConfig]:
+def canonical(spec: ModelSpec, meta: dict, chain: TextChain) -> dict[str, mc.ModelConfig]:
     """Each model's config as the templates and the spec make it, before any profile places it."""
     count = width(meta)
-    entry = template("text/entry", model["entry"])
-    set_parameters(entry, door_parameters(spec, door_answer(spec)))
-    if spec.score_label:  # the template's answer: one label's probability, SCORE [1] and CHUNK_SCORES [-1]
+    # The template's answer: one label's probability, SCORE [1] and CHUNK_SCORES [-1]; else each label's, or the embedding.
+    configs = chain_configs(spec, chain, "text/texts", door_answer(spec), None if spec.score_label else count)
+    if spec.score_label:
         doc = f"{spec.name}: the probability of {spec.score_label} for a text, and for each chunk it was split into"
-        set_parameter(entry, DOOR_DESCRIPTION, spec.description or doc + " (a list for `texts`).")
-    else:
-        answer_outputs(entry, spec.task, count)
-    step = entry.ensemble_scheduling.step[0]
-    step.model_name = model["texts"]
-    step.output_map.clear()
-    for tensor in entry.output:
-        step.output_map[tensor.name] = tensor.name
-    texts = template("text/texts", model["texts"])
-    if not spec.score_label:
-        answer_outputs(texts, spec.task, count)
-    tokenizing(entry, texts)
-    classifier = template("text/classifier", model["classifier"])
-    classifier.output[0].name = meta["outputs"][0]
-    classifier.output[0].dims[:] = [count]
-    spec_batching(spec, classifier, texts)
-    return {model["entry"]: entry, model["texts"]: texts, model["classifier"]: classifier}
+        set_parameter(configs[chain.entry], DOOR_DESCRIPTION, spec.description or doc + " (a list for `texts`).")
+    configs[chain.graph].output[0].name = meta["outputs"][0]
+    configs[chain.graph].output[0].dims[:] = [count]
+    return configs
 
 
 def spec_batching(spec: ModelSpec, graph: mc.ModelConfig, texts: mc.ModelConfig) -> None:
@@ -219,14 +206,22 @@ def spec_batching(spec: ModelSpec, graph: mc.ModelConfig, texts: mc.ModelConfig)
         graph.dynamic_batching.default_queue_policy.default_timeout_microseconds = timeout
 
 
-def chain_configs(spec: ModelSpec, chain: TextChain, texts_template: str, answer: str) -> dict[str, mc.ModelConfig]:
-    """A ranker's or a token classifier's configs, from its templates (`texts_template`'s folder) and the text
-    classifier's graph template: the entry's door parameters and step, the texts model's tokenizer outputs, the spec's
-    batching."""
+def chain_configs(
+    spec: ModelSpec, chain: TextChain, texts_template: str, answer: str, width: int | None = None
+) -> dict[str, mc.ModelConfig]:
+    """A text task's configs, from its templates (`texts_template`'s folder) and the text classifier's graph template:
+    the entry's door parameters and step, the answer outputs of `width` values a text (`answer_outputs`, where given)
+    on the entry and the texts model, the texts model's tokenizer outputs, the spec's batching."""
     entry = template(f"{texts_template.split('/')[0]}/entry", chain.entry)
     set_parameters(entry, door_parameters(spec, answer))
-    entry.ensemble_scheduling.step[0].model_name = chain.texts
+    step = entry.ensemble_scheduling.step[0]
+    step.model_name = chain.texts
     texts = template(texts_template, chain.texts)
+    if width is not None:
+        for config in (entry, texts):
+            answer_outputs(config, spec.task, width)
+        step.output_map.clear()
+        step.output_map.update({tensor.name: tensor.name for tensor in entry.output})
     tokenizing(entry, texts)
     graph = template("text/classifier", chain.graph)
     spec_batching(spec, graph, texts)
@@ -248,7 +243,7 @@ def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
         labels="" if spec.score_label or not label_names else json.dumps(label_names, ensure_ascii=False),
         pooling=meta["pooling"] if spec.task == FEATURE_EXTRACTION else "",  # what the door tells a TEI client
     )
-    return place(spec, profile, chain, canonical(spec, meta, names(spec)), chain_files(spec, chain), settings)
+    return place(spec, profile, chain, canonical(spec, meta, chain), chain_files(spec, chain), settings)
 
 
 @dataclass(frozen=True)
