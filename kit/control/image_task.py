@@ -17,8 +17,6 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from tritonclient.grpc import model_config_pb2 as mc
-
 from kit.adapters.settings import ImageClassifierSettings, PixelClassifierSettings
 from kit.control import exports
 from kit.control.configs import set_parameters, template
@@ -112,42 +110,34 @@ def pixels_models(spec: ModelSpec) -> Unplaced:
 
 
 def encoded_models(spec: ModelSpec) -> Unplaced:
-    """The entry ensemble, the model that decodes and preprocesses, and the classifier's graph."""
+    """The entry ensemble, the model that decodes and preprocesses, and the classifier's graph, from their templates
+    (templates/image) with the export's tensors and the spec's batching."""
     meta = export(spec)
     label_names = checkpoint_labels(spec, meta)
     model, files = names(spec), image_files(spec)
     pixels_dims = [3, int(meta["height"]), int(meta["width"])]
     (graph_input,), (graph_output,) = meta["inputs"], meta["outputs"]
 
-    entry = mc.ModelConfig(name=model["entry"], platform="ensemble", max_batch_size=spec.max_batch_size)
-    entry.input.add(name="IMAGE", data_type=mc.TYPE_STRING, dims=[1])
-    entry.output.add(name="SCORES", data_type=mc.TYPE_FP32, dims=[len(label_names)])
+    entry, pixels, classifier = (template(f"image/{part}", model[part]) for part in ("entry", "pixels", "classifier"))
+    entry.max_batch_size = spec.max_batch_size
+    entry.output[0].dims[:] = classifier.output[0].dims[:] = [len(label_names)]
     set_parameters(entry, door_parameters(spec, "image-labels"))
-    first = entry.ensemble_scheduling.step.add(model_name=model["pixels"], model_version=-1)
-    first.input_map["IMAGE"] = "IMAGE"
-    first.output_map["PIXELS"] = "pixels"
-    second = entry.ensemble_scheduling.step.add(model_name=model["classifier"], model_version=-1)
+    first, second = entry.ensemble_scheduling.step
+    first.model_name, second.model_name = model["pixels"], model["classifier"]
     second.input_map[graph_input] = "pixels"
     second.output_map[graph_output] = "SCORES"
+    pixels.output[0].dims[:] = classifier.input[0].dims[:] = pixels_dims
+    classifier.input[0].name, classifier.output[0].name = graph_input, graph_output
+    classifier.instance_group[0].count = spec.instances
+    bounded_batching(pixels, spec)
+    bounded_batching(classifier, spec)
     settings = ImageClassifierSettings(
         pixels_model=model["pixels"],
         max_image_bytes=MAX_IMAGE_BYTES,
         max_pixels=MAX_PIXELS,
         labels=json.dumps(label_names, ensure_ascii=False),
     )
-
-    pixels = mc.ModelConfig(name=model["pixels"], backend="python")
-    pixels.input.add(name="IMAGE", data_type=mc.TYPE_STRING, dims=[1])
-    pixels.output.add(name="PIXELS", data_type=mc.TYPE_FP32, dims=pixels_dims)
-    pixels.instance_group.add(kind=mc.ModelInstanceGroup.KIND_CPU, count=1)
-    bounded_batching(pixels, spec)
     pixels_settings = replace(settings, preprocessing=PREPROCESSING, parameters_from=model["entry"])
-
-    classifier = mc.ModelConfig(name=model["classifier"], backend="onnxruntime")
-    classifier.input.add(name=graph_input, data_type=mc.TYPE_FP32, dims=pixels_dims)
-    classifier.output.add(name=graph_output, data_type=mc.TYPE_FP32, dims=[len(label_names)])
-    classifier.instance_group.add(kind=mc.ModelInstanceGroup.KIND_GPU, count=spec.instances)
-    bounded_batching(classifier, spec)
     own = {"instances": spec.instances} if "instances" in spec.given else {}
     return [
         ("image-entry", ServedModel(entry.name, entry, settings), {}),
