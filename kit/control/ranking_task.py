@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from kit.adapters.settings import RankingSettings, TextSettings
+from kit.adapters.settings import RankingSettings
 from kit.control import exports
 from kit.control.exports import Exporter
 from kit.control.profiles import Profile
 from kit.control.served import ServedModel, adapter
 from kit.control.specs import ModelSpec
-from kit.control.text_task import MAX_TEXT_BYTES, TextChain, chain_configs, chain_files, place
+from kit.control.text_task import TextChain, chain_configs, place
 
 TASK = "text-ranking"
 CLASSIFIER_FILES = ("model.onnx", "model.onnx.data", "model.cpu.onnx", "checkpoint")
@@ -35,16 +35,12 @@ EXPORTER = Exporter("export.ranking_model", ranking_options, lambda spec: {"max_
 def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
     """The entry, its pairs model and its graph, placed as a text task's three models are."""
     meta = exports.export(spec, EXPORTER)
-    chain = TextChain(*names(spec).values(), PAIRS_ADAPTER)
+    chain = TextChain(*names(spec).values(), PAIRS_ADAPTER, CLASSIFIER_FILES)
     configs = chain_configs(spec, chain, "ranking/pairs", TASK)
     configs[chain.graph].output[0].dims[:] = [1]
     if "token_type_ids" in meta["inputs"]:
         configs[chain.graph].input.add(name="token_type_ids", data_type=mc.TYPE_INT64, dims=[-1])
-    settings = TextSettings(
-        classifier=chain.graph, max_chars=spec.max_chars, max_text_bytes=MAX_TEXT_BYTES, bucket_count=spec.bucket_count
-    )
-    files = chain_files(spec, chain, CLASSIFIER_FILES)
-    return place(spec, profile, chain, configs, files, settings, RankingSettings, aggregation=spec.aggregation)
+    return place(spec, profile, chain, configs, {}, RankingSettings, aggregation=spec.aggregation)
 
 
 def check_ranking(spec: ModelSpec) -> str:

@@ -234,27 +234,25 @@ def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
     meta = shipped_meta(spec) if spec.shipped else export(spec)
     chain = TextChain(*names(spec).values(), TEXTS_ADAPTER)
     label_names = labels(spec, meta)
-    settings = TextSettings(
-        classifier=chain.graph,
-        max_chars=spec.max_chars,
-        max_text_bytes=MAX_TEXT_BYTES,
-        bucket_count=spec.bucket_count,
-        canary_from=CANARY_FROM if spec.canary else "",
-        labels="" if spec.score_label or not label_names else json.dumps(label_names, ensure_ascii=False),
-        pooling=meta["pooling"] if spec.task == FEATURE_EXTRACTION else "",  # what the door tells a TEI client
-    )
-    return place(spec, profile, chain, canonical(spec, meta, chain), chain_files(spec, chain), settings)
+    entry_own = {
+        "canary_from": CANARY_FROM if spec.canary else "",
+        "labels": "" if spec.score_label or not label_names else json.dumps(label_names, ensure_ascii=False),
+        "pooling": meta["pooling"] if spec.task == FEATURE_EXTRACTION else "",  # what the door tells a TEI client
+    }
+    return place(spec, profile, chain, canonical(spec, meta, chain), entry_own)
 
 
 @dataclass(frozen=True)
 class TextChain:
-    """A text task's three models, the entry calling the texts model calling the graph, and the adapter the texts
-    model runs (a text classifier's, a ranker's of query-document pairs or a token classifier's)."""
+    """A text task's three models, the entry calling the texts model calling the graph, the adapter the texts model
+    runs (a text classifier's, a ranker's of query-document pairs or a token classifier's), and the export's files
+    the graph's profile may serve."""
 
     entry: str
     texts: str
     graph: str
     adapter: Path
+    graph_files: tuple[str, ...] = CLASSIFIER_FILES
 
 
 def place(
@@ -262,14 +260,22 @@ def place(
     profile: Profile,
     chain: TextChain,
     configs: dict[str, mc.ModelConfig],
-    files: dict[str, dict[str, Path]],
-    settings: TextSettings,
+    entry_own: dict[str, object],
     texts_kind: type[TextsSettings] = TextsSettings,
     **texts_own: object,
 ) -> list[ServedModel]:
     """The chain's models placed by `profile`, then what follows from their placement: the length buckets for the
     entry's bucket count, the batch cap and window of chunks in flight from the graph's placement, and the golden set
-    the door's canary runs. The texts model's settings (`texts_kind`, with `texts_own`) are the entry's derived ones."""
+    the door's canary runs. The entry's settings are the spec's, with `entry_own`; the texts model's (`texts_kind`,
+    with `texts_own`) are the entry's derived ones."""
+    files = chain_files(spec, chain)
+    settings = TextSettings(
+        classifier=chain.graph,
+        max_chars=spec.max_chars,
+        max_text_bytes=MAX_TEXT_BYTES,
+        bucket_count=spec.bucket_count,
+        **entry_own,
+    )
     given = {"parameters": {"bucket_count": spec.bucket_count}} if "bucket_count" in spec.given else {}
     entry = profile.place("text-entry", ServedModel(chain.entry, configs[chain.entry], settings, None, files[chain.entry]), given)
     derived = derive(entry.settings, files[chain.entry])
@@ -318,11 +324,11 @@ def derive(settings: TextSettings, files: dict[str, Path]) -> TextSettings:
     return replace(settings, buckets=buckets, canary=json.dumps(section, separators=(",", ":")))
 
 
-def chain_files(spec: ModelSpec, chain: TextChain, graph_files: tuple[str, ...] = CLASSIFIER_FILES) -> dict[str, dict[str, Path]]:
-    """Each model's files from the export: the graphs and checkpoint (of `graph_files`) the graph's profile may serve,
+def chain_files(spec: ModelSpec, chain: TextChain) -> dict[str, dict[str, Path]]:
+    """Each model's files from the export: the graphs and checkpoint (the chain's `graph_files`) its profile may serve,
     the tokenizer and measured lengths the texts model loads, and what the entry's settings are derived from."""
     folder = export_dir(spec)
-    graph = {file: folder / file for file in graph_files if (folder / file).exists()}  # the runner's, the build checks
+    graph = {file: folder / file for file in chain.graph_files if (folder / file).exists()}  # the runner's, the build checks
     required = {chain.entry: ENTRY_FILES, chain.texts: TEXT_FILES}
     return {name: {file: folder / file for file in files} for name, files in required.items()} | {chain.graph: graph}
 

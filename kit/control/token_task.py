@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 
 from kit.adapters.artifacts import export_labels
-from kit.adapters.settings import TextSettings
 from kit.control import exports
 from kit.control.exports import Exporter
 from kit.control.profiles import Profile
 from kit.control.ranking_task import CLASSIFIER_FILES
 from kit.control.served import ServedModel, adapter
 from kit.control.specs import ModelSpec
-from kit.control.text_task import MAX_TEXT_BYTES, TextChain, chain_configs, chain_files, place
+from kit.control.text_task import TextChain, chain_configs, place
 from kit.pipelines.text.entities import entity_types
 
 TASK = "token-classification"
@@ -35,14 +34,11 @@ EXPORTER = Exporter(
 def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
     """The entry, its tokens model and its graph, placed as a text task's three models are."""
     meta = exports.export(spec, EXPORTER)
-    chain = TextChain(*names(spec).values(), TOKENS_ADAPTER)
+    chain = TextChain(*names(spec).values(), TOKENS_ADAPTER, CLASSIFIER_FILES)
     configs = chain_configs(spec, chain, "tokens/tokens", "text-entities")
     configs[chain.graph].output[0].dims[:] = [-1, int(meta["num_labels"])]  # a row of label logits per token
     types = json.dumps(entity_types(export_labels(meta)), ensure_ascii=False)  # what the door's schema names an entity's label
-    settings = TextSettings(
-        classifier=chain.graph, max_chars=0, max_text_bytes=MAX_TEXT_BYTES, bucket_count=spec.bucket_count, labels=types
-    )
-    return place(spec, profile, chain, configs, chain_files(spec, chain, CLASSIFIER_FILES), settings)
+    return place(spec, profile, chain, configs, {"labels": types})
 
 
 def check_tokens(spec: ModelSpec) -> str:
