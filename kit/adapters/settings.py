@@ -347,10 +347,10 @@ class TorchRunnerSettings(Settings):
             raise SettingsError(f"dtype {self.dtype!r} is not one of {TORCH_DTYPES}")
         if self.device not in ("cuda", "cpu"):
             raise SettingsError(f"device {self.device!r} is neither cuda nor cpu")
+        if self.cuda_graphs and self.device == "cpu":  # first: a placement's cuda_graphs on the CPU is the mistake to name
+            raise SettingsError("cuda_graphs needs device cuda")
         if self.dtype == "fp16" and self.device == "cpu":
             raise SettingsError("dtype fp16 needs device cuda: the runner refuses half precision on the CPU")
-        if self.cuda_graphs and self.device == "cpu":
-            raise SettingsError("cuda_graphs needs device cuda")
         if list(self.batch_ladder) != sorted(set(self.batch_ladder)) or any(size < 1 for size in self.batch_ladder):
             raise SettingsError(f"batch_ladder {list(self.batch_ladder)} is not rising batch sizes of at least 1")
         if not 0 < self.graph_memory_share <= 1:

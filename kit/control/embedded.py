@@ -61,8 +61,6 @@ def torch_runner(config: mc.ModelConfig, placement: dict, lengths: Sequence[int]
         raise RepositoryError(f"{config.name}: device {device!r} is not one of {', '.join(TORCH_DEVICES)}")
     if device == "cpu" and "gpus" in placement:
         raise RepositoryError(f"{config.name}: `gpus` places GPU instances, but device cpu runs on the CPU")
-    if device == "cpu" and placement.get("cuda_graphs"):
-        raise RepositoryError(f"{config.name}: cuda_graphs needs device cuda")
     keys = ("dtype", "warm_up", "cuda_graphs", "graph_memory_share", "profile_executions")
     given = {key: placement[key] for key in keys if key in placement}
     runner = TorchRunnerSettings(torch_model=CHECKPOINT, device=device, warm_lengths=tuple(lengths))
