@@ -25,6 +25,7 @@ from kit.control.exports import export_dir
 from kit.control.specs import ModelSpec
 from kit.pipelines.errors import InputError
 from kit.runners.onnx import make_session
+from perf.baselines.tensor_model import OnePart
 
 RANKING = "text-ranking"
 
@@ -57,9 +58,9 @@ def door_answer(task: str, found: Sequence) -> dict:
     return {"entities": [vars(entity) for entity in text.entities], "chunks": text.spans.tolist()}
 
 
-class ChunkedModel:
+class ChunkedModel(OnePart):
     """The TensorModel interface (perf.baselines.tensor_model): `arrays` of a body, `run` on rows, `answer` of a
-    request's outputs, so that every design of perf.baselines.flask_app, fastapi_app, fastapi_spec_batcher serves it."""
+    request's outputs, so that every design of perf.baselines.flask_app, fastapi_app, fastapi_batcher serves it."""
 
     inputs_in_threads = False  # a body's texts are made into rows on the event loop; the tokenizer runs in `run`
 
@@ -89,6 +90,3 @@ class ChunkedModel:
 
     def answer(self, outputs: list[np.ndarray]) -> dict:
         return door_answer(self.task, outputs[0])
-
-    def predict(self, body: object) -> dict:
-        return self.answer(self.run(self.arrays(body)))

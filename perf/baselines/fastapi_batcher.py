@@ -1,70 +1,100 @@
-"""The FastAPI + asyncio queue batcher design: requests put their chunks on a queue; one task
-takes up to BATCH_SIZE_MAX chunks, waiting at most BATCH_TIMEOUT seconds after the first, and
-runs them together (one session run per length bucket) in a worker thread.
+"""The FastAPI + asyncio queue batcher design: each request's parts (a spec model's rows, or each of RADAR's chunks) go
+on a queue; one task takes parts up to BATCH_SIZE_MAX rows, waiting at most BATCH_TIMEOUT seconds after the first, and
+runs those of one shape together (rows concatenated: RADAR's chunks of one length bucket) in a worker thread, then
+gives each request its rows back.
 
-    BATCH_SIZE_MAX=16 BATCH_TIMEOUT=0.01 uvicorn perf.baselines.fastapi_batcher:app --port 8080
+    BASELINE_MODEL=radar BATCH_SIZE_MAX=16 BATCH_TIMEOUT=0.01 uvicorn perf.baselines.fastapi_batcher:app --port 8080
+    MODEL_SPEC=models/scorer.toml BATCH_SIZE_MAX=64 BATCH_TIMEOUT=0.005 uvicorn perf.baselines.fastapi_batcher:app
+
+The model is perf.baselines.models' (RADAR's, or a spec's by its task); an image classifier's images (each of the
+graph's one size) are decoded and preprocessed in FastAPI's thread pool (the model's `inputs_in_threads`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
 
 import numpy as np
+from fastapi import Body, FastAPI
+from starlette.concurrency import run_in_threadpool
 
-from perf.baselines.radar_model import from_env
-from perf.baselines.service import TextIn, next_batch, refusing_bad_input, running, service
+from perf.baselines.models import from_env
+from perf.baselines.service import next_batch, refusing_bad_input, running, service
 
-BATCH_SIZE_MAX = int(os.environ.get("BATCH_SIZE_MAX", "16"))
-BATCH_TIMEOUT = float(os.environ.get("BATCH_TIMEOUT", "0.01"))
-
-model = from_env()
-queue: asyncio.Queue = asyncio.Queue()
-runner = ThreadPoolExecutor(1)  # one batch at a time: the session already uses ORT_THREADS cores
+BATCH_SIZE_MAX = int(os.environ.get("BATCH_SIZE_MAX", "64"))
+BATCH_TIMEOUT = float(os.environ.get("BATCH_TIMEOUT", "0.005"))
+Item = tuple[dict[str, np.ndarray], asyncio.Future]
+Answer = Callable[[list[list[np.ndarray]]], dict]
 
 
-def run_batch(items: list[tuple[np.ndarray, np.ndarray, asyncio.Future]]) -> list[np.ndarray]:
-    """Logits per item; items of equal length (bucket) share one session run."""
-    out: list[np.ndarray] = [None] * len(items)  # type: ignore[list-item]
-    by_length: dict[int, list[int]] = {}
-    for i, (ids, _, _) in enumerate(items):
-        by_length.setdefault(len(ids), []).append(i)
-    for indices in by_length.values():
-        logits = model.logits(np.stack([items[i][0] for i in indices]), np.stack([items[i][1] for i in indices]))
-        for row, i in enumerate(indices):
-            out[i] = logits[row]
+class Batchable(Protocol):
+    inputs_in_threads: bool
+
+    def parts(self, body: object) -> tuple[list[dict[str, np.ndarray]], Answer]: ...
+    def run(self, arrays: dict[str, np.ndarray]) -> list[np.ndarray]: ...
+
+
+def rows(arrays: dict[str, np.ndarray]) -> int:
+    return len(next(iter(arrays.values())))
+
+
+def run_batch(model: Batchable, items: list[Item]) -> list[list[np.ndarray] | Exception]:
+    """Each part's outputs; parts whose inputs have the same shapes share one session run."""
+    out: list = [None] * len(items)
+    by_shape: dict[tuple, list[int]] = {}
+    for i, (arrays, _) in enumerate(items):
+        by_shape.setdefault(tuple(a.shape[1:] for a in arrays.values()), []).append(i)
+    for indices in by_shape.values():
+        names = items[indices[0]][0]
+        try:
+            outputs = model.run({name: np.concatenate([items[i][0][name] for i in indices]) for name in names})
+        except Exception as exc:  # this group's requests fail; the others are answered
+            for i in indices:
+                out[i] = exc
+            continue
+        start = 0
+        for i in indices:
+            end = start + rows(items[i][0])
+            out[i] = [value[start:end] for value in outputs]
+            start = end
     return out
 
 
-async def batch_loop() -> None:
-    loop = asyncio.get_running_loop()
-    while True:
-        batch = await next_batch(queue, BATCH_SIZE_MAX, BATCH_TIMEOUT)
-        try:
-            logits = await loop.run_in_executor(runner, run_batch, batch)
-        except Exception as exc:  # the batch's requests fail; the loop keeps serving
-            for _, _, future in batch:
-                future.set_exception(exc)
-            continue
-        for (_, _, future), row in zip(batch, logits):
-            future.set_result(row)
+def batcher(load: Callable[[], Batchable]) -> FastAPI:
+    """The design on the model `load()` makes as the app starts."""
+    queue: asyncio.Queue = asyncio.Queue()
+    runner = ThreadPoolExecutor(1)  # one batch at a time: the session already uses ORT_THREADS cores
+    served: dict[str, Batchable] = {}
+
+    async def batch_loop() -> None:
+        loop, model = asyncio.get_running_loop(), served["model"]
+        while True:
+            batch = await next_batch(queue, BATCH_SIZE_MAX, BATCH_TIMEOUT, size=lambda item: rows(item[0]))
+            answers = await loop.run_in_executor(runner, run_batch, model, batch)
+            for (_, future), answer in zip(batch, answers):
+                future.set_exception(answer) if isinstance(answer, Exception) else future.set_result(answer)
+
+    def loaded() -> Coroutine[None, None, None]:
+        served["model"] = load()
+        return batch_loop()
+
+    app = service(lifespan=running(loaded))
+
+    @app.post("/predict")
+    async def predict(body: dict = Body(...)):
+        model = served["model"]
+        made = lambda: refusing_bad_input(lambda: model.parts(body))  # noqa: E731
+        parts, answer = await run_in_threadpool(made) if model.inputs_in_threads else made()
+        futures = [asyncio.get_running_loop().create_future() for _ in parts]
+        for arrays, future in zip(parts, futures):
+            queue.put_nowait((arrays, future))
+        return answer(list(await asyncio.gather(*futures)))
+
+    return app
 
 
-app = service(lifespan=running(batch_loop))
-
-
-@app.post("/predict")
-async def predict(body: TextIn):
-    plan = refusing_bad_input(lambda: model.plan(body.text))
-    loop = asyncio.get_running_loop()
-    futures = []
-    for group in plan.groups:
-        group_futures = []
-        for ids, mask in zip(group.input_ids, group.attention_mask):
-            future = loop.create_future()
-            queue.put_nowait((ids, mask, future))
-            group_futures.append(future)
-        futures.append(group_futures)
-    logits = [np.stack(await asyncio.gather(*group)) for group in futures]
-    return model.respond(plan, logits)
+app = batcher(from_env)

@@ -18,11 +18,12 @@ from kit.pipelines.errors import InputError
 from kit.pipelines.image_processing import Preprocessing, decode_image
 from kit.runners.onnx import make_session
 from perf.baselines.planned import planned
+from perf.baselines.tensor_model import OnePart
 
 
-class ImageModel:
+class ImageModel(OnePart):
     """The TensorModel interface (perf.baselines.tensor_model): `arrays` of a body, `run` on rows, `answer` of a row's
-    outputs, so that every design of perf.baselines.flask_app, fastapi_app, fastapi_spec_batcher serves either."""
+    outputs, so that every design of perf.baselines.flask_app, fastapi_app, fastapi_batcher serves either."""
 
     inputs_in_threads = True  # an image's decoding and preprocessing run in FastAPI's thread pool, off the event loop
 
@@ -53,6 +54,3 @@ class ImageModel:
         """One image's answer, as the door gives it: the most probable label and every label's probability."""
         scores = outputs[0].reshape(-1)
         return {"label": self.labels[int(scores.argmax())], "scores": dict(zip(self.labels, scores.tolist()))}
-
-    def predict(self, body: object) -> dict:
-        return self.answer(self.run(self.arrays(body)))

@@ -19,6 +19,7 @@ from kit.control.tasks import task_of
 from kit.pipelines.errors import InputError
 from kit.pipelines.images import check_images
 from kit.runners.onnx import make_session
+from perf.baselines.tensor_model import OnePart
 
 
 def graph_inputs(image: np.ndarray) -> dict[str, np.ndarray]:
@@ -26,9 +27,9 @@ def graph_inputs(image: np.ndarray) -> dict[str, np.ndarray]:
     return {"pixel_values": image, "image_sizes": np.array([image.shape[2:]], dtype=np.int64)}
 
 
-class PixelsModel:
+class PixelsModel(OnePart):
     """The TensorModel interface (perf.baselines.tensor_model): `arrays` of a body, `run` on rows, `answer` of a row's
-    outputs, so that every design of perf.baselines.flask_app, fastapi_app, fastapi_spec_batcher serves it."""
+    outputs, so that every design of perf.baselines.flask_app, fastapi_app, fastapi_batcher serves it."""
 
     inputs_in_threads = False  # a body is one base64 decode
 
@@ -56,6 +57,3 @@ class PixelsModel:
 
     def answer(self, outputs: list[np.ndarray]) -> dict:
         return classes_result(outputs[0].reshape(-1))
-
-    def predict(self, body: object) -> dict:
-        return self.answer(self.run(self.arrays(body)))

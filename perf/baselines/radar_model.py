@@ -74,6 +74,8 @@ def sim_logits(table: Path, curve: str, precision: str) -> Logits:
 
 
 class RadarModel:
+    inputs_in_threads = False  # a text is planned on the event loop, as its field report's batcher did
+
     def __init__(self, model_dir: Path, settings: TextSettings, logits: Logits):
         self.settings = settings
         self.pipeline = text_pipeline(model_dir, settings)
@@ -94,10 +96,32 @@ class RadarModel:
 
     def predict(self, body: object) -> dict:
         """A per-request design's answer to a JSON body {"text": ...}."""
-        text = body.get("text") if isinstance(body, dict) else None
-        if not isinstance(text, str):
-            raise InputError("the body must be a JSON object with a string field 'text'")
-        return self.classify(text)
+        return self.classify(text_of(body))
+
+    def parts(self, body: object):
+        """The batcher's (perf.baselines.fastapi_batcher): each chunk a part of one row, the answer of their logits."""
+        plan = self.plan(text_of(body))
+        parts = [
+            {"input_ids": ids[np.newaxis], "attention_mask": mask[np.newaxis]}
+            for g in plan.groups
+            for ids, mask in zip(g.input_ids, g.attention_mask)
+        ]
+
+        def answer(outputs: list[list[np.ndarray]]) -> dict:
+            chunks = iter(outputs)
+            return self.respond(plan, [np.concatenate([next(chunks)[0] for _ in g.input_ids]) for g in plan.groups])
+
+        return parts, answer
+
+    def run(self, arrays: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return [self.logits(arrays["input_ids"], arrays["attention_mask"])]
+
+
+def text_of(body: object) -> str:
+    text = body.get("text") if isinstance(body, dict) else None
+    if not isinstance(text, str):
+        raise InputError("the body must be a JSON object with a string field 'text'")
+    return text
 
 
 def committed(model_dir: Path) -> tuple[dict, dict]:

@@ -4,7 +4,7 @@ door's tensor body (perf.baselines.tensor_model), an image classifier's export o
 module on the tensor body (perf.baselines.pipeline_model), a cross-encoder's or token classifier's export on the door's
 body (perf.baselines.chunked_model). Each has
 `arrays` of a body, `run` on rows, `answer` of a row's outputs and `predict`, so that one Flask, one FastAPI and one
-batcher design (perf.baselines.flask_app, fastapi_app, fastapi_spec_batcher) serve any of them.
+batcher design (perf.baselines.flask_app, fastapi_app, fastapi_batcher) serve any of them.
 
     MODEL_SPEC=models/scorer.toml ORT_THREADS=2 python -m perf.baselines.flask_app --port 5000
 """

@@ -16,7 +16,18 @@ from kit.pipelines.errors import InputError
 from kit.runners.onnx import make_session
 
 
-class TensorModel:
+class OnePart:
+    """A spec's model's `predict` and the batcher's `parts` (perf.baselines.fastapi_batcher) of its `arrays` of a body,
+    `run` on rows and `answer` of a request's outputs: its request is one part, rows of one shape."""
+
+    def parts(self, body: object):
+        return [self.arrays(body)], lambda outputs: self.answer(outputs[0])
+
+    def predict(self, body: object) -> dict:
+        return self.answer(self.run(self.arrays(body)))
+
+
+class TensorModel(OnePart):
     inputs_in_threads = False  # a body's few rows are made on the event loop
 
     def __init__(self, spec: ModelSpec, threads: int, session: bool = True):
@@ -41,6 +52,3 @@ class TensorModel:
 
     def answer(self, outputs: list[np.ndarray]) -> dict:
         return {"outputs": {name: value.tolist() for name, value in zip(self.outputs, outputs)}}
-
-    def predict(self, body: object) -> dict:
-        return self.answer(self.run(self.arrays(body)))

@@ -38,7 +38,7 @@ class SpecBaselines:
     baselines = {
         "flask": Baseline("flask", "perf.baselines.flask_app:app", "Flask"),
         "uvicorn": Baseline("uvicorn", "perf.baselines.fastapi_app:app", "FastAPI + uvicorn"),
-        "batcher": Baseline("uvicorn", "perf.baselines.fastapi_spec_batcher:app", "FastAPI + asyncio batcher"),
+        "batcher": Baseline("uvicorn", "perf.baselines.fastapi_batcher:app", "FastAPI + asyncio batcher"),
     }
 
     def baseline_environment(self, family: str, setting: dict, model_dir: Path, work: Path) -> dict[str, str]:
