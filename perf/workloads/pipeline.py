@@ -26,10 +26,10 @@ from kit.adapters.custom_pipeline import in_process_networks
 from kit.control.configs import example_inputs
 from kit.control.specs import ModelSpec, read_specs
 from kit.pipelines.custom import answer
+from perf.baselines.pipeline_model import PipelineModel
 from perf.baselines.planned import entry_pipeline
 from perf.engine.inputs import InputSet
 from perf.engine.limit import CORES
-from perf.engine.load import max_diff, served_answers
 from perf.workloads.tensor import LIMIT_PASSES, TensorModelWorkload
 
 UNBATCHED_LOAD_NOTE = (
@@ -79,6 +79,7 @@ class PipelineModelWorkload(TensorModelWorkload):
             sets[s["name"]] = InputSet(s["name"], tensors, per_request, tensors=tensors, bodies=bodies)
         return sets
 
+    model, runs_in = PipelineModel, "in-process"
     limit_subject = "The module"
 
     def limit_layout(self) -> str:
@@ -86,21 +87,6 @@ class PipelineModelWorkload(TensorModelWorkload):
 
     def limit_job(self, items: list[dict[str, np.ndarray]], batch: int):
         return functools.partial(limit_job, self.spec, items, batch)
-
-    def accuracy(self, target, spec: dict, model_dir: Path, inputs: dict[str, InputSet]) -> dict:
-        """Served outputs of the first requests against the same rows run by the module in this process; a string
-        output must be equal, a number's difference is the figure."""
-        items = inputs[spec["sweep"]["input"]].tensors[: spec["accuracy"].get("requests", 8)]
-        networks = in_process_networks(self.pipeline, self.spec.source_path.parent, self.spec.max_batch_size, CORES)
-        worst, unequal = 0.0, 0
-        for arrays, result in zip(items, served_answers(target, self.entry, items)):
-            for name, want in asyncio.run(answer(self.pipeline, arrays, networks, self.batched)).items():
-                if want.dtype == np.object_:
-                    unequal += int(result.as_numpy(name).reshape(want.shape).tolist() != want.tolist())
-                else:
-                    worst = max(worst, max_diff(result.as_numpy(name), want))
-        worst = worst if not unequal else float("inf")  # a wrong string is no small difference
-        return {"requests": len(items), "max_abs_diff": worst, "reference": f"{self.spec.source_path.name} in-process"}
 
     def inputs_line(self, spec: dict) -> str:
         source = "drawn from the module's EXAMPLE" if self.pipeline.example is not None else "random"
