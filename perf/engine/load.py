@@ -89,6 +89,16 @@ def max_diff(served: np.ndarray, want: np.ndarray) -> float:
     return float(np.abs(served.reshape(want.shape).astype(np.float64) - want).max(initial=0.0))
 
 
+def probabilities_check(pairs: list[tuple[np.ndarray, np.ndarray]]) -> dict:
+    """An accuracy check's figures for (served, reference) class probabilities of each request: the largest difference
+    and the share of requests whose most probable class agrees."""
+    return {
+        "requests": len(pairs),
+        "max_abs_diff": max((max_diff(served, want) for served, want in pairs), default=0.0),
+        "top1_agreement": sum(int(served.argmax() == want.argmax()) for served, want in pairs) / max(1, len(pairs)),
+    }
+
+
 async def run_window(
     send: Callable[[int], Awaitable[None]], window: Window, snapshot: Callable[[], dict]
 ) -> tuple[list[float], Counter[str], dict, dict]:

@@ -26,7 +26,7 @@ from kit.control.tasks import task_of
 from perf.baselines.image_model import ImageModel
 from perf.engine.inputs import InputSet
 from perf.engine.limit import CORES, by_cores, measured, repeated
-from perf.engine.load import max_diff, served_answers
+from perf.engine.load import probabilities_check, served_answers
 from perf.engine.tables import limit_section
 from perf.engine.workload import Workload
 from perf.workloads.tensor import SpecBaselines
@@ -117,19 +117,12 @@ class ImageModelWorkload(SpecBaselines, Workload):
         chosen = inputs[spec["sweep"]["input"]]
         count = min(spec["accuracy"].get("requests", 8), len(chosen.items))
         model = ImageModel(self.spec, CORES)
-        worst, agree = 0.0, 0
-        for data, answer in zip(chosen.items[:count], served_answers(target, self.entry, chosen.tensors[:count])):
-            served = answer.as_numpy("SCORES").reshape(-1)
-            want = model.run({model.input: model.pixels(data)[np.newaxis]})[0].reshape(-1)
-            worst = max(worst, max_diff(served, want))
-            agree += int(served.argmax() == want.argmax())
-        return {
-            "requests": count,
-            "max_abs_diff": worst,
-            "top1_agreement": agree / max(1, count),
-            "compared": "SCORES",
-            "reference": "the export's preprocessing and model.onnx on ONNX Runtime, in-process",
-        }
+        pairs = [
+            (answer.as_numpy("SCORES").reshape(-1), model.run({model.input: model.pixels(data)[np.newaxis]})[0].reshape(-1))
+            for data, answer in zip(chosen.items[:count], served_answers(target, self.entry, chosen.tensors[:count]))
+        ]
+        reference = "the export's preprocessing and model.onnx on ONNX Runtime, in-process"
+        return probabilities_check(pairs) | {"compared": "SCORES", "reference": reference}
 
     def sections(self, results: dict, out_dir: Path) -> list[str]:
         lim = results.get("limit")

@@ -30,7 +30,7 @@ from kit.runners.onnx import make_session
 from perf.baselines.pixels_model import PixelsModel, graph_inputs
 from perf.engine.inputs import InputSet
 from perf.engine.limit import CORES, by_cores, measured, repeated
-from perf.engine.load import served_answers
+from perf.engine.load import probabilities_check, served_answers
 from perf.engine.tables import limit_section, relative_table
 from perf.engine.targets import variant_models
 from perf.engine.workload import Column, Workload
@@ -134,17 +134,11 @@ class PixelsWorkload(SpecBaselines, Workload):
         images = inputs[spec["sweep"]["input"]].tensors[: spec["accuracy"].get("requests", 8)]
         backbone = variant_models(self, {}, model_dir, target.workdir / "accuracy")[self.workers].written()
         reference, probs = reference_probabilities(model_dir, parameters(backbone), backbone.output[0].dims[0])
-        diffs, agree = [], 0
-        for item, answer in zip(images, served_answers(target, self.entry, images)):
-            served, expected = answer.as_numpy("PROBS").reshape(-1), probs(item["INPUT"])
-            diffs.append(float(np.abs(served - expected).max()))
-            agree += int(served.argmax() == expected.argmax())
-        return {
-            "requests": len(images),
-            "max_abs_diff": max(diffs),
-            "top1_agreement": agree / len(images),
-            "reference": reference,
-        }
+        pairs = [
+            (answer.as_numpy("PROBS").reshape(-1), probs(item["INPUT"]))
+            for item, answer in zip(images, served_answers(target, self.entry, images))
+        ]
+        return probabilities_check(pairs) | {"reference": reference}
 
     def figures(self, row: dict) -> dict:
         m, backbone = row.get("metrics", {}), row.get("triton", {}).get(self.workers, {})
