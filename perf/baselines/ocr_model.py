@@ -70,14 +70,9 @@ class OcrModel:
         image = body.get("image") if isinstance(body, dict) else None
         if not isinstance(image, str):
             raise InputError('the body must be {"image": "<base64 of a JPEG, PNG, BMP or WebP file>"}')
-        return {"lines": self.lines(image.encode("utf-8"))}
-
-    def lines(self, data: bytes) -> list[dict]:
-        result = self.read(data)
-        return [
-            {"text": text, "score": float(score), "box": box.tolist()}
-            for text, score, box in zip(result.texts, result.scores, result.boxes)
-        ]
+        result = self.read(image.encode("utf-8"))
+        lines = zip(result.texts, result.scores, result.boxes)
+        return {"lines": [{"text": text, "score": float(score), "box": box.tolist()} for text, score, box in lines]}
 
 
 def from_env() -> OcrModel:
