@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from typing import Protocol
 
 import numpy as np
@@ -23,7 +24,7 @@ from fastapi import Body, FastAPI
 from starlette.concurrency import run_in_threadpool
 
 from perf.baselines.models import from_env
-from perf.baselines.service import next_batch, refusing_bad_input, running, service
+from perf.baselines.service import refusing_bad_input, service
 
 BATCH_SIZE_MAX = int(os.environ.get("BATCH_SIZE_MAX", "64"))
 BATCH_TIMEOUT = float(os.environ.get("BATCH_TIMEOUT", "0.005"))
@@ -64,6 +65,20 @@ def run_batch(model: Batchable, items: list[Item]) -> list[list[np.ndarray] | Ex
     return out
 
 
+async def next_batch(queue: asyncio.Queue, limit: int, timeout: float) -> list[Item]:
+    """The first waiting part, then more until their rows reach `limit` or `timeout` seconds after the first."""
+    loop = asyncio.get_running_loop()
+    batch = [await queue.get()]
+    deadline, total = loop.time() + timeout, rows(batch[0][0])
+    while total < limit and (left := deadline - loop.time()) > 0:
+        try:
+            batch.append(await asyncio.wait_for(queue.get(), left))
+        except TimeoutError:
+            break
+        total += rows(batch[-1][0])
+    return batch
+
+
 def batcher(load: Callable[[], Batchable]) -> FastAPI:
     """The design on the model `load()` makes as the app starts."""
     queue: asyncio.Queue = asyncio.Queue()
@@ -73,16 +88,19 @@ def batcher(load: Callable[[], Batchable]) -> FastAPI:
     async def batch_loop() -> None:
         loop, model = asyncio.get_running_loop(), served["model"]
         while True:
-            batch = await next_batch(queue, BATCH_SIZE_MAX, BATCH_TIMEOUT, size=lambda item: rows(item[0]))
+            batch = await next_batch(queue, BATCH_SIZE_MAX, BATCH_TIMEOUT)
             answers = await loop.run_in_executor(runner, run_batch, model, batch)
             for (_, future), answer in zip(batch, answers):
                 future.set_exception(answer) if isinstance(answer, Exception) else future.set_result(answer)
 
-    def loaded() -> Coroutine[None, None, None]:
+    @asynccontextmanager
+    async def lifespan(_app):
         served["model"] = load()
-        return batch_loop()
+        background = asyncio.create_task(batch_loop())  # beside the app for its lifetime
+        yield
+        background.cancel()
 
-    app = service(lifespan=running(loaded))
+    app = service(lifespan=lifespan)
 
     @app.post("/predict")
     async def predict(body: dict = Body(...)):
