@@ -2,7 +2,8 @@
 
 `items` are the workload's own (texts, encoded images, tensors), what its limit computes on. The same
 requests go to Triton as `tensors` (by input name, for the closed loop's gRPC client) and to the door
-and the baselines as JSON `bodies`.
+and the baselines as JSON `bodies`; where the door's route also takes the bytes themselves (a pixels route), the
+door gets those (`raw`), as a client holding the array would send them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ class InputSet:
     per_request: float  # what a request carries in the workload's unit: RADAR's chunks per text, one image
     tensors: list[dict[str, np.ndarray]] = field(default_factory=list)
     bodies: list[bytes] = field(default_factory=list)
+    raw: list[tuple[bytes, str]] = field(default_factory=list)  # the door's binary bodies, each with its query string
 
 
 def bytes_tensor(name: str, value: str) -> dict[str, np.ndarray]:

@@ -1,8 +1,9 @@
 """The load generator of every point, in this process: `concurrency` asyncio clients, each sending its next request
 as soon as its previous answer arrived. Triton is reached over gRPC (tritonclient's asyncio client, the input set's
-tensors); the door and the baselines by JSON POSTs (aiohttp, a keep-alive connection per client, the input set's
-bodies), so every design gets the same loop and the same figures. (perf_analyzer, which drove the older committed
-runs, cannot send ResNet's raw FP32 tensors of many shapes and is not carried to the GPU host.)
+tensors); the door and the baselines by POSTs (aiohttp, a keep-alive connection per client, the input set's JSON
+bodies, or its binary ones for the door where the set has them), so every design gets the same loop and the same
+figures. (perf_analyzer, which drove the older committed runs, cannot send ResNet's raw FP32 tensors of many shapes
+and is not carried to the GPU host.)
 
 A point is a warm-up, then a measured window: requests answered inside it, their latencies, and the server trees'
 CPU, this process's CPU and the target's counters at its two bounds, and the trees' peak memory after it. No memory
@@ -29,6 +30,7 @@ from perf.engine.procstats import cpu_seconds_by_role, peak_rss_bytes
 from perf.engine.targets import difference
 
 JSON = {"Content-Type": "application/json"}
+RAW = {"Content-Type": "application/octet-stream"}
 # A request that takes longer fails the point instead of hanging it.
 REQUEST_TIMEOUT_S = 600.0
 ACCURACY_TIMEOUT_S = 60.0  # one request of an accuracy check: a hung server fails the check, not the run
@@ -199,13 +201,17 @@ async def grpc_loop(target, inputs: InputSet, window: Window) -> dict:
 async def http_loop(target, inputs: InputSet, window: Window) -> dict:
     """Client k POSTs bodies k, k + concurrency, ... to the target's route; any status but 200 fails the request."""
     url = f"{target.http_url}/{target.route}"
-    bodies = inputs.bodies
+    if target.family == "door" and inputs.raw:
+        posts = [(f"{url}?{query}", body, RAW) for body, query in inputs.raw]
+    else:
+        posts = [(url, body, JSON) for body in inputs.bodies]
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
 
         async def send(index: int) -> None:
-            async with session.post(url, data=bodies[index % len(bodies)], headers=JSON) as response:
+            where, body, headers = posts[index % len(posts)]
+            async with session.post(where, data=body, headers=headers) as response:
                 await response.read()
                 if response.status != 200:
                     raise RuntimeError(f"HTTP {response.status}")

@@ -46,15 +46,16 @@ def sample_images(count: int, seed: int, min_side: int, max_side: int) -> list[n
 
 
 def image_set(spec_input: dict) -> InputSet:
-    """A spec's images as the entry's `INPUT` tensors, and as the door's JSON (shape, base64 of the values)."""
+    """A spec's images as the entry's `INPUT` tensors, as the baselines' JSON (shape, base64 of the values), and as the
+    door's float32 bytes with their shape in the query (what its pixels route takes without decoding)."""
     s = spec_input
     images = sample_images(s["count"], s["seed"], s["min_side"], s["max_side"])
-    bodies = [
-        json.dumps({"shape": list(a.shape[1:]), "data": base64.b64encode(a[0].astype("<f4").tobytes()).decode()}).encode()
-        for a in images
-    ]
+    values = [a[0].astype("<f4").tobytes() for a in images]
+    shapes = [list(a.shape[1:]) for a in images]
+    bodies = [json.dumps({"shape": shape, "data": base64.b64encode(v).decode()}).encode() for shape, v in zip(shapes, values)]
+    raw = [(v, "shape=" + ",".join(map(str, shape))) for shape, v in zip(shapes, values)]
     tensors = [{"INPUT": a} for a in images]
-    return InputSet(s["name"], tensors, 1.0, tensors=tensors, bodies=bodies)
+    return InputSet(s["name"], tensors, 1.0, tensors=tensors, bodies=bodies, raw=raw)
 
 
 def reference_probabilities(
@@ -115,7 +116,7 @@ class PixelsWorkload(SpecBaselines, Workload):
         return entry.get("parameters", {}).get("merge_policy") or self.spec.merge_policy
 
     def setup(self, spec: dict, model_dir: Path, work: Path) -> dict[str, InputSet]:
-        """The image tensors, and the door's JSON of each."""
+        """The image tensors, the baselines' JSON of each and the door's bytes."""
         return {s["name"]: image_set(s) for s in spec["inputs"]}
 
     def limit(self, spec: dict, model_dir: Path, work: Path, inputs: dict[str, InputSet]) -> dict | None:
