@@ -47,8 +47,6 @@ class ChunkedModelWorkload(TensorModelWorkload):
         self.ranking = spec.task == RANKING
         self.request = self.item = "document" if self.ranking else "text"
         self.limit_subject = f"The kit's pipeline and the graph ({self.texts}'s work and {self.workers}'s)"
-        self.model_note = f"{spec.name} from {spec.path.name} (task {spec.task}: {spec.source})"
-        self.workers_note = f"The kit's count is `{self.workers}`'s instances."
         body = '`{"query", "documents": [one]}`' if self.ranking else '`{"text"}`'
         self.load_note = (
             f"a {self.request} per request: its tensors to the kit over gRPC, {body} to the door and the hand-rolled "
