@@ -50,7 +50,7 @@ def resnet50(grpc_url: str, door_url: str, transport: str, retry: RetryPolicy) -
     return lambda image: client.infer({"INPUT": image})["PROBS"][0], client.close
 
 
-def tensors(model: str, outputs: list[str], route: str) -> Callable[..., tuple[Ask, Callable[[], None]]]:
+def tensors(model: str, outputs: list[str], route: str) -> Connect:
     """A user spec's model: its tensors by name, on Triton's gRPC or the door's tensor route."""
 
     def connect(grpc_url: str, door_url: str, transport: str, retry: RetryPolicy) -> tuple[Ask, Callable[[], None]]:
@@ -70,7 +70,7 @@ class Kind:
     cases: Cases
     transport: str  # "grpc" or "door"
     clients: int
-    connect: Callable[..., tuple[Ask, Callable[[], None]]]
+    connect: Connect
 
     @property
     def name(self) -> str:
