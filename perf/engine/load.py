@@ -158,7 +158,6 @@ def latency_row(window: Window, latencies: list[float], errors: Counter[str], wa
     ms = np.array(latencies) * 1000 if latencies else np.array([np.nan])
     return {
         "concurrency": window.concurrency,
-        "rate": None,
         "requests": len(latencies),
         "throughput": len(latencies) / wall_s,
         **{f"p{p}_ms": float(np.percentile(ms, p)) for p in (50, 90, 95, 99)},
