@@ -24,6 +24,14 @@ class Baseline:
     title: str  # the report's name for it
 
 
+# The hand-rolled designs a workload measures the kit against, by target family: each workload takes those it has.
+HAND_ROLLED = {
+    "flask": Baseline("flask", "perf.baselines.flask_app:app", "Flask"),
+    "uvicorn": Baseline("uvicorn", "perf.baselines.fastapi_app:app", "FastAPI + uvicorn"),
+    "batcher": Baseline("uvicorn", "perf.baselines.fastapi_batcher:app", "FastAPI + asyncio batcher"),
+}
+
+
 @dataclass(frozen=True)
 class Deployment:
     """What a kit variant is built from: a profile of model_repository/profiles/ and, for the models that

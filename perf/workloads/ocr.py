@@ -13,7 +13,7 @@ from pathlib import Path
 
 from perf.engine.inputs import InputSet, input_set
 from perf.engine.tables import limit_section
-from perf.engine.workload import Baseline, Workload
+from perf.engine.workload import HAND_ROLLED, Workload
 from perf.workloads import ocr_limit
 from samples.images import mixed_images
 from samples.renderings import corpus
@@ -42,7 +42,7 @@ class Ocr(Workload):
     entry, workers, artifacts = "ocr", "ocr_det", "ocr"
     needs = ("det/model.onnx", "cls/model.onnx", "rec/model.onnx")
     request = item = "image"
-    baselines = {"uvicorn": Baseline("uvicorn", "perf.baselines.fastapi_app:app", "FastAPI + uvicorn")}
+    baselines = {"uvicorn": HAND_ROLLED["uvicorn"]}
     endpoint = "predict"
     door_route = "v1/ocr"
     goals = {

@@ -26,7 +26,7 @@ from perf.engine import tables
 from perf.engine.inputs import InputSet, bytes_tensor, input_set
 from perf.engine.load import served_answers
 from perf.engine.targets import variant_models
-from perf.engine.workload import Baseline, Workload
+from perf.engine.workload import HAND_ROLLED, Baseline, Workload
 from perf.sim.device import SIM
 from perf.workloads import radar_limit
 from samples.texts import sample_texts
@@ -58,12 +58,7 @@ class Radar(Workload):
     needs = ("export.json", "tokenizer.json")
     answers = ("SCORE", "CHUNK_SCORES")  # the entry's text and chunk outputs: one label's (RADAR's AI-generated one)
     request, item = "text", "chunk"
-    baselines = {
-        "flask": Baseline("flask", "perf.baselines.flask_app:app", "Flask"),
-        "gunicorn": Baseline("gunicorn", "perf.baselines.flask_app:app", "gunicorn gthread"),
-        "uvicorn": Baseline("uvicorn", "perf.baselines.fastapi_app:app", "FastAPI + uvicorn"),
-        "batcher": Baseline("uvicorn", "perf.baselines.fastapi_batcher:app", "FastAPI + asyncio batcher"),
-    }
+    baselines = HAND_ROLLED | {"gunicorn": Baseline("gunicorn", "perf.baselines.flask_app:app", "gunicorn gthread")}
     endpoint = "predict"
     door_route = "v1/radar"
     goals = {

@@ -26,7 +26,7 @@ from perf.engine.inputs import InputSet
 from perf.engine.limit import CORES, measured, repeated
 from perf.engine.load import max_diff, served_answers
 from perf.engine.tables import limit_section
-from perf.engine.workload import Baseline, Workload
+from perf.engine.workload import HAND_ROLLED, Workload
 
 LIMIT_PASSES = 20
 
@@ -36,11 +36,7 @@ class SpecBaselines:
     started with."""
 
     spec: ModelSpec
-    baselines = {
-        "flask": Baseline("flask", "perf.baselines.flask_app:app", "Flask"),
-        "uvicorn": Baseline("uvicorn", "perf.baselines.fastapi_app:app", "FastAPI + uvicorn"),
-        "batcher": Baseline("uvicorn", "perf.baselines.fastapi_batcher:app", "FastAPI + asyncio batcher"),
-    }
+    baselines = HAND_ROLLED
 
     def baseline_environment(self, family: str, setting: dict, model_dir: Path, work: Path) -> dict[str, str]:
         env = {"MODEL_SPEC": str(self.spec.path.resolve())}
