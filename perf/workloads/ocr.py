@@ -96,8 +96,7 @@ class Ocr(Workload):
 
     def sections(self, results: dict, out_dir: Path) -> list[str]:
         lim = results.get("limit")
-        limit = limit_section(lim, "image", LIMIT_NOTE, f", over {lim['images']} images") if lim else []
-        return limit
+        return limit_section(lim, "image", LIMIT_NOTE, f", over {lim['images']} images") if lim else []
 
 
 def input_line(spec_input: dict) -> str:
