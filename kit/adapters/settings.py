@@ -22,6 +22,7 @@ S = TypeVar("S", bound="Settings")
 TRUE, FALSE = ("true", "1", "yes"), ("false", "0", "no")
 ONNX_PROVIDERS = ("CPUExecutionProvider", "CUDAExecutionProvider", "TensorrtExecutionProvider")
 TORCH_DTYPES = ("fp16", "fp32")
+TORCH_DEVICES = ("cuda", "cpu")
 # The parameters the front door reads from a served config (kit.control.specs' DOOR_*: its route, its answer): the
 # model does not, so its settings never hold them.
 DOOR_PREFIX = "door_"
@@ -345,8 +346,8 @@ class TorchRunnerSettings(Settings):
         require_cpu_inputs(self.FORCE_CPU_ONLY_INPUT_TENSORS)
         if self.dtype not in TORCH_DTYPES:
             raise SettingsError(f"dtype {self.dtype!r} is not one of {TORCH_DTYPES}")
-        if self.device not in ("cuda", "cpu"):
-            raise SettingsError(f"device {self.device!r} is neither cuda nor cpu")
+        if self.device not in TORCH_DEVICES:
+            raise SettingsError(f"device {self.device!r} is not one of {', '.join(TORCH_DEVICES)}")
         if self.cuda_graphs and self.device == "cpu":  # first: a placement's cuda_graphs on the CPU is the mistake to name
             raise SettingsError("cuda_graphs needs device cuda")
         if self.dtype == "fp16" and self.device == "cpu":

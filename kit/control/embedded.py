@@ -42,7 +42,6 @@ KEYS = {
     "cpu": COMMON | {"threads", "graph"},
     "gpu-embedded": COMMON | {"runner", "merge"} | frozenset().union(*RUNNER_KEYS.values()),
 }
-TORCH_DEVICES = ("cuda", "cpu")
 CHECKPOINT = "checkpoint"
 CPU_PROVIDER = "CPUExecutionProvider"
 MEASURED = "measured"
@@ -56,9 +55,7 @@ def default_ladder(max_batch_size: int) -> list[int]:
 
 
 def torch_runner(config: mc.ModelConfig, placement: dict, lengths: Sequence[int]) -> TorchRunnerSettings:
-    device = placement.get("device", "cuda")
-    if device not in TORCH_DEVICES:
-        raise RepositoryError(f"{config.name}: device {device!r} is not one of {', '.join(TORCH_DEVICES)}")
+    device = placement.get("device", "cuda")  # TorchRunnerSettings refuses one it does not know
     if device == "cpu" and "gpus" in placement:
         raise RepositoryError(f"{config.name}: `gpus` places GPU instances, but device cpu runs on the CPU")
     keys = ("dtype", "warm_up", "cuda_graphs", "graph_memory_share", "profile_executions")
@@ -68,10 +65,12 @@ def torch_runner(config: mc.ModelConfig, placement: dict, lengths: Sequence[int]
 
 
 def onnx_runner(config: mc.ModelConfig, placement: dict) -> OnnxRunnerSettings:
+    """The ONNX runner: on the CPU, of the version folder's `graph` (a cpu placement's key); on a GPU, of model.onnx."""
     provider = placement.get("provider", CPU_PROVIDER)
     if provider == CPU_PROVIDER and "gpus" in placement:
         raise RepositoryError(f"{config.name}: `gpus` places GPU instances, but provider {provider} runs on the CPU")
-    return OnnxRunnerSettings(onnx_model="model.onnx", intra_op_threads=int(placement.get("threads", 1)), provider=provider)
+    graph, threads = placement.get("graph", "model.onnx"), int(placement.get("threads", 1))
+    return OnnxRunnerSettings(onnx_model=graph, intra_op_threads=threads, provider=provider)
 
 
 def merged(config: mc.ModelConfig, runner: object, merge: object) -> TorchRunnerSettings:
@@ -90,8 +89,7 @@ def merged(config: mc.ModelConfig, runner: object, merge: object) -> TorchRunner
 def graph_runner(config: mc.ModelConfig, placement: dict, target: str, lengths: Sequence[int]):
     """A graph's runner on `target`: its settings, its model.py, and whether it runs on a GPU."""
     if target == "cpu":
-        graph = placement.get("graph", "model.onnx")
-        return OnnxRunnerSettings(onnx_model=graph, intra_op_threads=int(placement.get("threads", 1))), "onnx", False
+        return onnx_runner(config, placement), "onnx", False
     name = placement.get("runner", "onnx")
     if name not in RUNNER_KEYS:
         raise RepositoryError(f"{config.name}: unknown runner {name!r} (known: {sorted(RUNNER_KEYS)})")
