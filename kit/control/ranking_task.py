@@ -14,7 +14,7 @@ from kit.control.exports import Exporter
 from kit.control.profiles import Profile
 from kit.control.served import ServedModel, adapter
 from kit.control.specs import ModelSpec
-from kit.control.text_task import TextChain, chain_configs, place
+from kit.control.text_task import TextChain, chain_configs, entry_settings, place
 
 TASK = "text-ranking"
 CLASSIFIER_FILES = ("model.onnx", "model.onnx.data", "model.cpu.onnx", "checkpoint")
@@ -40,7 +40,7 @@ def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
     configs[chain.graph].output[0].dims[:] = [1]
     if "token_type_ids" in meta["inputs"]:
         configs[chain.graph].input.add(name="token_type_ids", data_type=mc.TYPE_INT64, dims=[-1])
-    return place(spec, profile, chain, configs, {}, RankingSettings, aggregation=spec.aggregation)
+    return place(spec, profile, chain, configs, entry_settings(spec, chain), RankingSettings, aggregation=spec.aggregation)
 
 
 def check_ranking(spec: ModelSpec) -> str:

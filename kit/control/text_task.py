@@ -80,10 +80,6 @@ def text_depends(spec: ModelSpec) -> dict:
 EXPORTERS = {task: Exporter("export.text_model", text_options, text_depends, what) for task, what in WHAT.items()}
 
 
-def export(spec: ModelSpec) -> dict:
-    return exports.export(spec, EXPORTERS[spec.task])
-
-
 def require_label_count(spec: ModelSpec, count: int) -> None:
     """The spec's `labels`, where it names any, one per label of the checkpoint's `count`."""
     if spec.labels and len(spec.labels) != count:
@@ -123,12 +119,6 @@ def score_index(spec: ModelSpec) -> int:
     return label_names.index(spec.score_label)
 
 
-def door_answer(spec: ModelSpec) -> str:
-    if spec.task == FEATURE_EXTRACTION:
-        return "text-embedding"
-    return "text-score" if spec.score_label else "text-labels"
-
-
 def checkpoint_labels(spec: ModelSpec, meta: dict) -> list[str]:
     """A classifier's label names in its columns' order (a text or an image one): the spec's, else the checkpoint's
     id2label, as its export.json `meta` holds them."""
@@ -139,11 +129,6 @@ def checkpoint_labels(spec: ModelSpec, meta: dict) -> list[str]:
 def labels(spec: ModelSpec, meta: dict) -> list[str]:
     """The label names in the classifier's column order; none for an encoder."""
     return checkpoint_labels(spec, meta) if spec.task == CLASSIFICATION else []
-
-
-def width(meta: dict) -> int:
-    """The graph's output width: a classifier's label count, an encoder's dimensions."""
-    return int(meta["dimensions"] if meta.get("task") == FEATURE_EXTRACTION else meta["num_labels"])
 
 
 def answer_outputs(config: mc.ModelConfig, task: str, count: int) -> None:
@@ -162,15 +147,6 @@ def answer_outputs(config: mc.ModelConfig, task: str, count: int) -> None:
         config.output.add(name="LOGITS", data_type=mc.TYPE_FP32, dims=[-1])
 
 
-def tokenizing(entry: mc.ModelConfig, texts: mc.ModelConfig) -> None:
-    """The outputs with which the texts model answers a text's tokens (kit.adapters.grouped_calls: a request with the
-    parameter `tokenize`), and the entry's parameter that names it for the door (TEI's /tokenize)."""
-    texts.output.add(name="TOKENIZED_IDS", data_type=mc.TYPE_INT32, dims=[-1])
-    texts.output.add(name="TOKENIZED_TEXTS", data_type=mc.TYPE_STRING, dims=[-1])
-    texts.output.add(name="TOKENIZED_SPANS", data_type=mc.TYPE_INT32, dims=[-1, 2])
-    set_parameter(entry, DOOR_TOKENIZER, texts.name)
-
-
 def shipped_meta(spec: ModelSpec) -> dict:
     """What the configs of a shipped spec take from its export, from the spec itself: a shipped model builds before
     `make export` writes its export (its labels name the classifier's columns; its graph answers logits)."""
@@ -181,9 +157,10 @@ def shipped_meta(spec: ModelSpec) -> dict:
 
 def canonical(spec: ModelSpec, meta: dict, chain: TextChain) -> dict[str, mc.ModelConfig]:
     """Each model's config as the templates and the spec make it, before any profile places it."""
-    count = width(meta)
+    count = int(meta["dimensions"] if spec.task == FEATURE_EXTRACTION else meta["num_labels"])  # the graph's output width
+    answer = "text-embedding" if spec.task == FEATURE_EXTRACTION else "text-score" if spec.score_label else "text-labels"
     # The template's answer: one label's probability, SCORE [1] and CHUNK_SCORES [-1]; else each label's, or the embedding.
-    configs = chain_configs(spec, chain, "text/texts", door_answer(spec), None if spec.score_label else count)
+    configs = chain_configs(spec, chain, "text/texts", answer, None if spec.score_label else count)
     if spec.score_label:
         doc = f"{spec.name}: the probability of {spec.score_label} for a text, and for each chunk it was split into"
         set_parameter(configs[chain.entry], DOOR_DESCRIPTION, spec.description or doc + " (a list for `texts`).")
@@ -222,7 +199,12 @@ def chain_configs(
             answer_outputs(config, spec.task, width)
         step.output_map.clear()
         step.output_map.update({tensor.name: tensor.name for tensor in entry.output})
-    tokenizing(entry, texts)
+    # The texts model answers a text's tokens (kit.adapters.grouped_calls: a request with the parameter `tokenize`);
+    # the entry names it for the door (TEI's /tokenize).
+    texts.output.add(name="TOKENIZED_IDS", data_type=mc.TYPE_INT32, dims=[-1])
+    texts.output.add(name="TOKENIZED_TEXTS", data_type=mc.TYPE_STRING, dims=[-1])
+    texts.output.add(name="TOKENIZED_SPANS", data_type=mc.TYPE_INT32, dims=[-1, 2])
+    set_parameter(entry, DOOR_TOKENIZER, texts.name)
     graph = template("text/classifier", chain.graph)
     spec_batching(spec, graph, texts)
     return {chain.entry: entry, chain.texts: texts, chain.graph: graph}
@@ -231,15 +213,17 @@ def chain_configs(
 def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
     """The entry, its texts model and its graph, placed (see `place`)."""
     check_label_count(spec)
-    meta = shipped_meta(spec) if spec.shipped else export(spec)
+    meta = shipped_meta(spec) if spec.shipped else exports.export(spec, EXPORTERS[spec.task])
     chain = TextChain(*names(spec).values(), TEXTS_ADAPTER)
     label_names = labels(spec, meta)
-    entry_own = {
-        "canary_from": CANARY_FROM if spec.canary else "",
-        "labels": "" if spec.score_label or not label_names else json.dumps(label_names, ensure_ascii=False),
-        "pooling": meta["pooling"] if spec.task == FEATURE_EXTRACTION else "",  # what the door tells a TEI client
-    }
-    return place(spec, profile, chain, canonical(spec, meta, chain), entry_own)
+    entry = entry_settings(
+        spec,
+        chain,
+        canary_from=CANARY_FROM if spec.canary else "",
+        labels="" if spec.score_label or not label_names else json.dumps(label_names, ensure_ascii=False),
+        pooling=meta["pooling"] if spec.task == FEATURE_EXTRACTION else "",  # what the door tells a TEI client
+    )
+    return place(spec, profile, chain, canonical(spec, meta, chain), entry)
 
 
 @dataclass(frozen=True)
@@ -255,27 +239,27 @@ class TextChain:
     graph_files: tuple[str, ...] = CLASSIFIER_FILES
 
 
+def entry_settings(spec: ModelSpec, chain: TextChain, **own: str) -> TextSettings:
+    """The entry's settings as the spec gives them, with what its task adds (`own`: labels, the canary's file, ...)."""
+    return TextSettings(
+        classifier=chain.graph, max_chars=spec.max_chars, max_text_bytes=MAX_TEXT_BYTES, bucket_count=spec.bucket_count, **own
+    )
+
+
 def place(
     spec: ModelSpec,
     profile: Profile,
     chain: TextChain,
     configs: dict[str, mc.ModelConfig],
-    entry_own: dict[str, object],
+    settings: TextSettings,
     texts_kind: type[TextsSettings] = TextsSettings,
     **texts_own: object,
 ) -> list[ServedModel]:
     """The chain's models placed by `profile`, then what follows from their placement: the length buckets for the
     entry's bucket count, the batch cap and window of chunks in flight from the graph's placement, and the golden set
-    the door's canary runs. The entry's settings are the spec's, with `entry_own`; the texts model's (`texts_kind`,
-    with `texts_own`) are the entry's derived ones."""
+    the door's canary runs. The entry's `settings` are entry_settings'; the texts model's (`texts_kind`, with
+    `texts_own`) are the entry's derived ones."""
     files = chain_files(spec, chain)
-    settings = TextSettings(
-        classifier=chain.graph,
-        max_chars=spec.max_chars,
-        max_text_bytes=MAX_TEXT_BYTES,
-        bucket_count=spec.bucket_count,
-        **entry_own,
-    )
     given = {"parameters": {"bucket_count": spec.bucket_count}} if "bucket_count" in spec.given else {}
     entry = profile.place("text-entry", ServedModel(chain.entry, configs[chain.entry], settings, None, files[chain.entry]), given)
     derived = derive(entry.settings, files[chain.entry])
@@ -336,7 +320,7 @@ def chain_files(spec: ModelSpec, chain: TextChain) -> dict[str, dict[str, Path]]
 def check_text(spec: ModelSpec) -> str:
     """`kit add`'s check: the export, validated against PyTorch (export.text_model), and its labels against the spec."""
     check_label_count(spec)
-    meta = export(spec)
+    meta = exports.export(spec, EXPORTERS[spec.task])
     label_names = labels(spec, meta)
     if label_names:
         answer = f"logits differ by at most {meta['max_abs_diff']:.3g} (atol {meta['atol']:g}); labels {', '.join(label_names)}"

@@ -15,7 +15,7 @@ from kit.control.profiles import Profile
 from kit.control.ranking_task import CLASSIFIER_FILES
 from kit.control.served import ServedModel, adapter
 from kit.control.specs import ModelSpec
-from kit.control.text_task import TextChain, chain_configs, place
+from kit.control.text_task import TextChain, chain_configs, entry_settings, place
 from kit.pipelines.text.entities import entity_types
 
 TASK = "token-classification"
@@ -38,7 +38,7 @@ def plan(spec: ModelSpec, profile: Profile) -> list[ServedModel]:
     configs = chain_configs(spec, chain, "tokens/tokens", "text-entities")
     configs[chain.graph].output[0].dims[:] = [-1, int(meta["num_labels"])]  # a row of label logits per token
     types = json.dumps(entity_types(export_labels(meta)), ensure_ascii=False)  # what the door's schema names an entity's label
-    return place(spec, profile, chain, configs, {"labels": types})
+    return place(spec, profile, chain, configs, entry_settings(spec, chain, labels=types))
 
 
 def check_tokens(spec: ModelSpec) -> str:
