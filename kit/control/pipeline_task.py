@@ -47,10 +47,6 @@ def loaded(path: Path, modified_ns: int) -> Definition:
     return load_definition(path)
 
 
-def module_definition(path: Path) -> Definition:
-    return loaded(path, path.stat().st_mtime_ns)
-
-
 def fitted_settings(spec: ModelSpec, pipeline: Definition, params: dict[str, str]) -> object:
     """The module's SETTINGS from `params` (an entry's own, or the spec's); a SpecError where they do not fit."""
     try:
@@ -63,7 +59,7 @@ def pipeline_of(spec: ModelSpec) -> Definition:
     if spec.source_path.suffix != ".py":
         raise spec.error("source", f"names {spec.source_path.name}, not a Python module", "point it at the pipeline's .py file")
     try:
-        pipeline = module_definition(spec.source_path)
+        pipeline = loaded(spec.source_path, spec.source_path.stat().st_mtime_ns)
     except DefinitionError as exc:
         raise spec.error("source", f"does not declare a pipeline: {exc}", "see docs/MODELS.md, the pipeline task") from None
     missing = [name for name in pipeline.files if not (spec.source_path.parent / name).is_file()]
@@ -108,7 +104,7 @@ def network_specs(spec: ModelSpec, pipeline: Definition) -> dict[str, tuple[Mode
                 f"maps {network} to {shared[network]!r}, which no spec beside it serves from a graph of its own",
                 "name an onnx spec's model or another pipeline's network (NAME_network)",
             )
-        graph_spec = beside[shared[network]][1]
+        graph_spec = beside[shared[network]]
         if (spec.source_path.parent / graph).is_file():  # the graph the module was checked with, where it ships one
             own = onnx_config(network_spec(spec, network, graph), routed=False)
             same_tensors(spec, network, own, onnx_config(graph_spec, routed=False))
@@ -116,19 +112,19 @@ def network_specs(spec: ModelSpec, pipeline: Definition) -> dict[str, tuple[Mode
     return graphs
 
 
-def graph_models_beside(spec: ModelSpec) -> dict[str, tuple[ModelSpec, ModelSpec]]:
-    """The models the other specs of the spec's folder serve from graphs of their own, by name: the spec that brings
-    each, and the spec of its graph (an `onnx` spec's own, or a pipeline's network_spec). A spec that does not read
-    is skipped here: the build names its mistake."""
+def graph_models_beside(spec: ModelSpec) -> dict[str, ModelSpec]:
+    """The models the other specs of the spec's folder serve from graphs of their own, by name, each with the spec of
+    its graph (an `onnx` spec's own, or a pipeline's network_spec). A spec that does not read is skipped here: the
+    build names its mistake."""
     found = {}
     for other in readable_specs(spec.path.parent, spec.artifacts).values():
         if other.name != spec.name and other.task == "onnx":
-            found[other.name] = (other, other)
+            found[other.name] = other
         elif other.name != spec.name and other.task == "pipeline":
             try:
                 own = pipeline_of(other).networks.items()
                 for network, graph in ((n, g) for n, g in own if n not in dict(other.networks)):
-                    found[f"{other.name}_{network}"] = (other, network_spec(other, network, graph))
+                    found[f"{other.name}_{network}"] = network_spec(other, network, graph)
             except RepositoryError:
                 continue
     return found
