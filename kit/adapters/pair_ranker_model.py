@@ -3,10 +3,8 @@ the repository builder. A batch of query-document pairs (from the entry ensemble
 each document chunked to fit beside its query, the chunk pairs tokenized and merged across requests into classifier
 requests by length bucket, all in flight together (kit.pipelines.text.pairs). Each pair is answered as soon as the last
 request holding one of its chunks has: SCORE (the document's relevance, its chunks' best or mean), CHUNK_SCORES,
-CHUNK_SPANS (offsets into the document) and TOKENS.
-
-As a text model's texts model does (kit/adapters/text_classifier_model.py), `execute` hands the batch to a loop of its
-own and returns once its chunks fit the window of chunks in flight (kit.adapters.grouped_calls)."""
+CHUNK_SPANS (offsets into the document) and TOKENS. The hand-off and the window of chunks in flight are a texts
+model's (kit.adapters.grouped_calls)."""
 
 import numpy as np
 

@@ -11,12 +11,8 @@ Its config's outputs say what a text's answer holds: `SCORE` and `CHUNK_SCORES` 
 [dimensions] and `CHUNK_EMBEDDINGS` [-1, dimensions], an encoder's (a feature-extraction spec's); and `TOKENS` [1], the
 tokens its chunks took; beside every label's, `LOGITS` [labels], the chunks' logits weighted by length. A request of
 several texts gets each output as its texts' one after another along the first axis, and `CHUNKS` [n], each text's
-chunk count, to tell the chunks' rows apart.
-
-`execute` hands the batch to a loop of its own and returns once its chunks fit the window of chunks in flight
-(kit.adapters.handoff, kit.adapters.grouped_calls), so the instance takes its next batch while this one's answers are
-on their way: how many texts are in flight follows from what the classifier takes (`chunks_in_flight`), not from
-instances x batch."""
+chunk count, to tell the chunks' rows apart. The hand-off and the window of chunks in flight (`chunks_in_flight`) are
+every texts model's (kit.adapters.grouped_calls)."""
 
 import numpy as np
 
