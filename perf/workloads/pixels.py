@@ -103,7 +103,9 @@ class PixelsWorkload(SpecBaselines, Workload):
             f"{spec.name} exported by export.resnet, its cost model (the `cost` rule's) measured by export.resnet_cost"
         )
         self.load_note = (
-            f"one FP32 image [1, 3, H, W] per request over gRPC. The variants differ only in `{self.entry}`'s merge policy "
+            "one FP32 image [1, 3, H, W] per request: its tensor over gRPC, its float32 bytes to the door "
+            "(application/octet-stream, the shape in the query), base64 in JSON to the hand-rolled designs. "
+            f"The variants differ only in `{self.entry}`'s merge policy "
             "and ragged batches. Backbone busy: its compute time over the window, summed over its instances (above 100% "
             "with several)."
         )
