@@ -162,9 +162,9 @@ def http_answer(port: int, method: str, path: str, headers: dict, body: bytes, a
             connection.request(method, path, body=body, headers=headers)
             response = connection.getresponse()
             return response, response.read()
-        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-            if attempt == attempts - 1:
-                raise
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as exc:
+            if attempt == attempts - 1:  # the case itself, so that a run that hits this can be replayed
+                raise AssertionError(f"no answer to {method} {path} {headers} {body[:200]!r}: {exc!r}") from exc
         finally:
             connection.close()
 
