@@ -20,6 +20,7 @@ import pytest
 from tritonclient.grpc import service_pb2
 
 from clients.radar import RadarClient
+from kit.server.runtime import TritonServer
 from tests.served.reliability import own_server, save_result, scale
 
 CASES = int(scale("FUZZ_CASES", 300))
@@ -152,19 +153,23 @@ def grpc_case(rng: random.Random) -> bytes:
     return request.SerializeToString()
 
 
-def http_answer(port: int, method: str, path: str, headers: dict, body: bytes, attempts: int = 3):
+def http_answer(server: TritonServer, method: str, path: str, headers: dict, body: bytes, attempts: int = 3):
     """The response and its body. A server that answers a large bad body early and closes can have its
     answer reset before the client has finished sending (a race of the transport, seen on busy cores):
     such a case is sent again, and fails only when it never gets an answer."""
     for attempt in range(attempts):
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        connection = http.client.HTTPConnection("127.0.0.1", server.options.http_port, timeout=60)
         try:
             connection.request(method, path, body=body, headers=headers)
             response = connection.getresponse()
             return response, response.read()
         except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as exc:
-            if attempt == attempts - 1:  # the case itself, so that a run that hits this can be replayed
-                raise AssertionError(f"no answer to {method} {path} {headers} {body[:200]!r}: {exc!r}") from exc
+            if attempt == attempts - 1:  # the case and the server's state, so that a run that hits this can be replayed
+                log = server.log_path.read_text(errors="replace").splitlines()[-20:]
+                raise AssertionError(
+                    f"no answer to {method} {path} {headers} {body[:200]!r}: {exc!r}; server exit code "
+                    f"{server.process.poll()}, its log ends:\n" + "\n".join(log)
+                ) from exc
         finally:
             connection.close()
 
@@ -174,7 +179,7 @@ def test_malformed_http_requests_get_clear_errors(fuzzed):
     statuses, examples = Counter(), {}
     for _ in range(CASES):
         method, path, headers, body = http_case(rng)
-        response, answer = http_answer(fuzzed.options.http_port, method, path, headers, body)
+        response, answer = http_answer(fuzzed, method, path, headers, body)
         statuses[response.status] += 1
         if response.status >= 400:
             # 503 would tell clients to retry a request that can never succeed.
