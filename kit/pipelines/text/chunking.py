@@ -7,6 +7,7 @@ nothing repeated, so clients can map every chunk score back onto the text.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 import unicodedata
 from collections.abc import Callable
@@ -59,19 +60,21 @@ def hard_cut(text: str, start: int, end: int, max_chars: int) -> list[tuple[int,
     return spans
 
 
-def pack(text: str, start: int, end: int, max_chars: int, levels: list[list[int]]) -> list[tuple[int, int]]:
+def pack(text: str, start: int, end: int, max_chars: int, levels: list[Callable[[], list[int]]]) -> list[tuple[int, int]]:
     """Greedy: each chunk ends at the last boundary of the coarsest level that fits.
 
     A unit longer than max_chars (a long sentence, a long word) is packed at the next finer level,
     down to hard cuts; its last piece then starts the next chunk, so that it shares that chunk with
-    the units after it instead of becoming a short chunk of its own.
+    the units after it instead of becoming a short chunk of its own. A level's boundaries are found
+    when first needed (`levels` are cached calls): a text that fits needs none, and most texts never
+    need their word starts, which cost the most to find.
     """
     if not levels:
         return hard_cut(text, start, end, max_chars)
-    bounds, finer = levels[0], levels[1:]
     spans = []
     position = start
     while end - position > max_chars:
+        bounds = levels[0]()
         index = bisect.bisect_right(bounds, position + max_chars) - 1
         if index >= 0 and bounds[index] > position:
             spans.append((position, bounds[index]))
@@ -79,7 +82,7 @@ def pack(text: str, start: int, end: int, max_chars: int, levels: list[list[int]
             continue
         following = bisect.bisect_right(bounds, position)
         unit_end = min(bounds[following], end) if following < len(bounds) else end
-        pieces = pack(text, position, unit_end, max_chars, finer)
+        pieces = pack(text, position, unit_end, max_chars, levels[1:])
         spans += pieces[:-1]
         position = pieces[-1][0]
     spans.append((position, end))
@@ -92,7 +95,7 @@ def split_text(text: str, max_chars: int = 300) -> list[tuple[int, int]]:
         raise ValueError(f"max_chars must be at least 1, got {max_chars}")
     if not text:
         return []
-    levels = [boundaries(SENTENCE_END, text), boundaries(WORD_START, text)]
+    levels = [functools.cache(functools.partial(boundaries, pattern, text)) for pattern in (SENTENCE_END, WORD_START)]
     return pack(text, 0, len(text), max_chars, levels)
 
 
