@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
     try:
         settings = settings_from(args)
-        contract = contract_from_configs(served_configs(settings.triton, args.wait))
+        contract = contract_from_configs(served_configs(settings.triton, args.wait, settings.admin_headers))
         tei_model(contract, settings.tei)
     except (SettingsError, ContractError) as exc:
         print(f"door: error: {exc}", file=sys.stderr)
@@ -141,4 +141,4 @@ def app_from_environment():
     args = parse_args([])
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
     settings = settings_from(args)
-    return create_app(contract_from_configs(served_configs(settings.triton, args.wait)), settings)
+    return create_app(contract_from_configs(served_configs(settings.triton, args.wait, settings.admin_headers)), settings)

@@ -243,8 +243,9 @@ def canary_of(model: str, text_model: Served) -> GoldenSet:
         raise ContractError(f"{model}: {exc}") from None
 
 
-def served_configs(url: str, wait: float, poll: float = 1.0) -> dict[str, mc.ModelConfig]:
-    """The configs of the models Triton at `url` (gRPC) serves with a `door_route`, once it is ready.
+def served_configs(url: str, wait: float, admin_headers: dict | None = None, poll: float = 1.0) -> dict[str, mc.ModelConfig]:
+    """The configs of the models Triton at `url` (gRPC) serves with a `door_route`, once it is ready. The model index
+    is an admin API: a Triton with an admin key answers it to `admin_headers` alone.
 
     Waits up to `wait` seconds for readiness: in a pod or compose project the door may start first,
     and Triton's first start can take minutes (TensorRT engines)."""
@@ -258,8 +259,17 @@ def served_configs(url: str, wait: float, poll: float = 1.0) -> dict[str, mc.Mod
                 log.info("waiting for Triton at %s to be ready", url)
                 said = time.monotonic()
             time.sleep(poll)
+        try:
+            index = client.get_model_repository_index(headers=admin_headers)
+        except InferenceServerException as exc:
+            if "restricted" not in (exc.message() or ""):
+                raise
+            raise ContractError(
+                f"Triton at {url} keeps its model index behind its admin key: give the door the key "
+                "($DOOR_TRITON_ADMIN_KEY, or --triton-admin-key; kit.server.serve passes it)"
+            ) from None
         configs = {}
-        for entry in client.get_model_repository_index().models:
+        for entry in index.models:
             if entry.state == "READY":
                 config = client.get_model_config(entry.name).config
                 if DOOR_ROUTE in config.parameters:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kit.server.runtime import is_loopback
+from kit.server.runtime import GRPC_ADMIN_HEADER, is_loopback
 
 ENV_PREFIX = "DOOR_"
 API_KEYS_ENV = "DOOR_API_KEYS"
@@ -82,9 +82,20 @@ class DoorSettings:
     max_retry_after: int = setting(30, int, "the longest Retry-After the door sends, in seconds")
     unavailable_retry_after: int = setting(2, int, "the Retry-After sent while Triton is unreachable or restarting")
     canary_interval: float = setting(300.0, float, "seconds between runs of the served-numerics canary (also run at start)")
+    triton_admin_key: str = setting(
+        "",
+        str,
+        "the key of Triton's admin APIs ($TRITON_ADMIN_KEY of kit.server.serve, which passes it), where Triton has one: "
+        "the door reads the model index with it",
+    )
     tei: str = setting(
         "", str, "the text model that text-embeddings-inference's routes serve (/embed, /predict, /info); none: no such routes"
     )
+
+    @property
+    def admin_headers(self) -> dict[str, str] | None:
+        """The gRPC metadata of Triton's admin calls: the key, where there is one."""
+        return {GRPC_ADMIN_HEADER: self.triton_admin_key} if self.triton_admin_key else None
 
     def __post_init__(self) -> None:
         for name in ("body_timeout", "triton_timeout", "rate_window", "canary_interval"):

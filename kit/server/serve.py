@@ -183,7 +183,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(reply_buffer.raise_setting(), flush=True)  # before Triton creates the sockets it sizes
     server = TritonServer(options)
-    door = None if args.no_door else Door(options.grpc_url, args.door_host, args.door_port, door_key(args.door_host))
+    # The door reads Triton's model index, an admin call: with the key where one is set.
+    door_settings = {"DOOR_TRITON_ADMIN_KEY": key} if key else None
+    door = (
+        None
+        if args.no_door
+        else Door(options.grpc_url, args.door_host, args.door_port, door_key(args.door_host), settings=door_settings)
+    )
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, interrupt)

@@ -4,6 +4,9 @@ unloading a model (explicit model control, kit.server.deploy) is done with the k
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 
@@ -12,7 +15,9 @@ import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
 from clients.radar import RadarClient
+from kit.control.configs import REPO_ROOT
 from kit.server.runtime import ADMIN_HEADER, GRPC_ADMIN_HEADER
+from tests.served import doors
 from tests.served.reliability import own_server, wait_for
 
 KEY = "test-admin-key"
@@ -88,3 +93,20 @@ def test_inference_health_and_metadata_stay_open(guarded, protocol):
     client.close()
     assert http_status(guarded, "GET", "/v2/health/ready")[0] == 200
     assert http_status(guarded, "GET", "/v2/models/radar")[0] == 200
+
+
+def test_a_door_reads_the_model_index_with_the_key_and_says_so_without_it(guarded, tmp_path):
+    """The door asks Triton's model index (an admin API) which models have routes: with the key it serves them
+    (kit.server.serve passes the key on); without it, it stops at start with the fix in its error."""
+    with doors.running_door(guarded.options.grpc_url, tmp_path / "door.log", env={"DOOR_TRITON_ADMIN_KEY": KEY}) as door:
+        answer = doors.call(door, "POST", "/v1/radar", json={"text": "Served behind a guarded Triton."})
+        assert answer.status == 200, answer.data[:300]
+    refused = subprocess.run(
+        [sys.executable, "-m", "door", "--triton", guarded.options.grpc_url, "--wait", "10"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={name: value for name, value in os.environ.items() if name != "DOOR_TRITON_ADMIN_KEY"},
+    )
+    assert refused.returncode == 2 and "DOOR_TRITON_ADMIN_KEY" in refused.stderr, refused.stderr[-2000:]
