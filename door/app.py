@@ -47,7 +47,7 @@ DESCRIPTION = (
 
 def create_app(contract: Contract, settings: DoorSettings, upstream: Upstream | None = None) -> FastAPI:
     upstream = upstream or Upstream(settings, contract)
-    metrics = Metrics(upstream.flows)
+    metrics = Metrics(upstream.flows, upstream.shared.watchers)
     canary = None
     if contract.canary is not None:
         model = contract.canary_model

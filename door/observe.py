@@ -12,6 +12,7 @@ import os
 import re
 import time
 import uuid
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
@@ -43,7 +44,7 @@ class Metrics:
     """The door's metrics in a registry of their own (so that apps in one process do not collide). Gauges are
     set, not computed at scrape time, and say how workers' values combine (`livesum`: the door's total)."""
 
-    def __init__(self, flows: dict[str, Flow]):
+    def __init__(self, flows: dict[str, Flow], tensor_watchers: list[Callable[[str], None]]):
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "door_requests",
@@ -71,6 +72,13 @@ class Metrics:
         for model, flow in flows.items():
             upstream.labels(model).set(flow.in_flight)
             flow.watchers.append(upstream.labels(model).set)
+        large = Counter(
+            "door_large_tensors",
+            "Tensors to Triton of 64 KiB or more, by how they went: through shared memory or in the gRPC message",
+            ["via"],
+            registry=self.registry,
+        )
+        tensor_watchers.append(lambda via: large.labels(via).inc())
 
 
 def route_of(scope) -> str:

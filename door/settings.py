@@ -82,11 +82,17 @@ class DoorSettings:
     max_retry_after: int = setting(30, int, "the longest Retry-After the door sends, in seconds")
     unavailable_retry_after: int = setting(2, int, "the Retry-After sent while Triton is unreachable or restarting")
     canary_interval: float = setting(300.0, float, "seconds between runs of the served-numerics canary (also run at start)")
+    shared_memory_mb: int = setting(
+        64,
+        int,
+        "MiB of system shared memory each worker reserves for large tensors to Triton, where Triton runs beside it "
+        "(door.shared_memory); 0: every tensor goes in the gRPC message",
+    )
     triton_admin_key: str = setting(
         "",
         str,
         "the key of Triton's admin APIs ($TRITON_ADMIN_KEY of kit.server.serve, which passes it), where Triton has one: "
-        "the door reads the model index with it",
+        "the door reads the model index and registers its shared memory with it",
     )
     tei: str = setting(
         "", str, "the text model that text-embeddings-inference's routes serve (/embed, /predict, /info); none: no such routes"
@@ -103,8 +109,9 @@ class DoorSettings:
                 raise SettingsError(
                     f"the {name.replace('_', ' ')} must be a positive number of seconds, not {getattr(self, name)}"
                 )
-        if self.coalesce_in_flight < 0:
-            raise SettingsError(f"the coalesce in flight must be 0 (off) or more, not {self.coalesce_in_flight}")
+        for name in ("coalesce_in_flight", "shared_memory_mb"):
+            if getattr(self, name) < 0:
+                raise SettingsError(f"the {name.replace('_', ' ')} must be 0 (off) or more, not {getattr(self, name)}")
         for name in ("max_texts", "coalesce_waiting", "max_in_flight", "max_retry_after", "unavailable_retry_after"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"the {name.replace('_', ' ')} must be at least 1, not {getattr(self, name)}")

@@ -17,6 +17,7 @@ from door.contract import Contract, Served
 from door.flow import Flow
 from door.problems import Problem
 from door.settings import DoorSettings
+from door.shared_memory import SharedInputs
 from kit.control.canary import GoldenSet, golden_from_parameter
 from kit.control.configs import parameters
 
@@ -27,6 +28,7 @@ OVERLOAD = ("maximum queue size", "timeout expired")
 RESTARTING = ("is not healthy", "has no available versions")
 PROBE_TIMEOUT = 2.0  # seconds for a readiness question: a hung server is not ready
 COALESCED_BYTES = 4 << 20  # text in one coalesced request, at most (a longer text goes alone)
+UNSETTLED = ("DEADLINE_EXCEEDED", "UNAVAILABLE", "CANCELLED")  # a call ended with no word from Triton, which may hold it
 TOKENIZED = ("TOKENIZED_IDS", "TOKENIZED_TEXTS", "TOKENIZED_SPANS")  # a text model's tokens (kit.adapters.grouped_calls)
 
 
@@ -50,6 +52,7 @@ class Upstream:
         self.coalescers = {model: c for model, served in contract.models.items() if (c := self.coalescer(model, served))}
         self.client: grpcaio.InferenceServerClient | None = None
         self.inference: wire.Channel | None = None  # inference requests, built by door.wire
+        self.shared = SharedInputs(settings.shared_memory_mb, settings.admin_headers, settings.triton_timeout)
         # The version of each model that answered last: a new one is loaded without a restart (kit.server.deploy).
         self.versions: dict[str, str] = {}
 
@@ -67,8 +70,10 @@ class Upstream:
     async def open(self) -> None:
         self.client = grpcaio.InferenceServerClient(self.settings.triton)
         self.inference = wire.Channel(self.settings.triton)
+        await self.shared.open(self.client)
 
     async def close(self) -> None:
+        await self.shared.close(self.client)
         if self.client is not None:
             await self.client.close()
         if self.inference is not None:
@@ -134,18 +139,34 @@ class Upstream:
         return await self.call(model, {"IMAGE": rows}, ",".join(dict.fromkeys(request_ids)), seconds)
 
     async def call(
-        self, model: str, arrays: dict[str, np.ndarray], request_id: str, seconds: float, asked: Asked | None = None
+        self,
+        model: str,
+        arrays: dict[str, np.ndarray],
+        request_id: str,
+        seconds: float,
+        asked: Asked | None = None,
+        shared: bool = True,
     ) -> dict[str, np.ndarray]:
         """One request of the inputs of `model`'s route (to `model` and its outputs, unless `asked` says otherwise):
-        its outputs, or the Problem its refusal is."""
+        its outputs, or the Problem its refusal is. Large tensors go through shared memory unless `shared` is False;
+        a request Triton refused for a region it lost (it restarted) is registered again and sent in the message."""
         served = self.contract[model]
         asked = asked or Asked(model, served.outputs)
         datatypes = {name: served.datatype(name) for name in arrays}
-        message = wire.request(asked.target, arrays, datatypes, asked.outputs, request_id, asked.parameters)
+        placed = self.shared.place(arrays, datatypes) if shared else {}
+        message = wire.request(asked.target, arrays, datatypes, asked.outputs, request_id, asked.parameters, placed)
+        settled = False  # whether Triton is done with the request: its answer or its refusal came
         try:
             result = await self.inference.infer(message, seconds)
+            settled = True
         except InferenceServerException as exc:
+            settled = not (exc.status() or "").endswith(UNSETTLED)
+            if placed and self.shared.lost(exc):
+                await self.shared.recover(self.client, placed)
+                return await self.call(model, arrays, request_id, seconds, asked, shared=False)
             raise self.problem(model, exc) from None
+        finally:
+            self.shared.release(placed, settled)
         if asked.target == model:
             self.versions[model] = result.get_response().model_version
         return {name: result.as_numpy(name) for name in asked.outputs}

@@ -13,6 +13,8 @@ import numpy as np
 from tritonclient.grpc import InferResult, service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException, serialize_bf16_tensor, serialize_byte_tensor
 
+from door.shared_memory import Placed
+
 MAX_MESSAGE = 2**31 - 1  # tritonclient's limit both ways: a request is bounded by the door's body caps
 PARAMETER_FIELDS = ((bool, "bool_param"), (int, "int64_param"), (float, "double_param"), (str, "string_param"))
 
@@ -24,12 +26,21 @@ def request(
     outputs: tuple[str, ...],
     request_id: str,
     parameters: dict | None,
+    placed: dict[str, Placed] | None = None,
 ) -> service_pb2.ModelInferRequest:
-    """The request of `arrays` (each of its protocol type in `datatypes`) to `model`, asking for `outputs`."""
+    """The request of `arrays` (each of its protocol type in `datatypes`) to `model`, asking for `outputs`; the tensors
+    in `placed` lie in Triton's shared memory (door.shared_memory), the others go in the message."""
     message = service_pb2.ModelInferRequest(model_name=model, id=request_id)
     for name, array in arrays.items():
-        message.inputs.add(name=name, datatype=datatypes[name], shape=array.shape)
-        message.raw_input_contents.append(content(array, datatypes[name]))
+        tensor = message.inputs.add(name=name, datatype=datatypes[name], shape=array.shape)
+        if placed and name in placed:
+            spot = placed[name]
+            tensor.parameters["shared_memory_region"].string_param = spot.region
+            tensor.parameters["shared_memory_byte_size"].int64_param = spot.size
+            if spot.offset:  # as tritonclient writes it: no offset is offset 0
+                tensor.parameters["shared_memory_offset"].int64_param = spot.offset
+        else:
+            message.raw_input_contents.append(content(array, datatypes[name]))
     for name in outputs:
         message.outputs.add(name=name)
     for key, value in (parameters or {}).items():

@@ -183,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(reply_buffer.raise_setting(), flush=True)  # before Triton creates the sockets it sizes
     server = TritonServer(options)
-    # The door reads Triton's model index, an admin call: with the key where one is set.
+    # The door reads Triton's model index and registers its shared memory (door.shared_memory): admin calls, with the key
+    # where one is set.
     door_settings = {"DOOR_TRITON_ADMIN_KEY": key} if key else None
     door = (
         None

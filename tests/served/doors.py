@@ -72,6 +72,12 @@ def call(door: Door, method: str, path: str, **kwargs) -> urllib3.BaseHTTPRespon
     return urllib3.request(method, f"{door.url}{path}", timeout=60, retries=False, **kwargs)
 
 
+def metrics(door: Door) -> dict[str, float]:
+    """The door's samples by name and labels, e.g. `door_canary_runs_total{result="ok"}`."""
+    rows = call(door, "GET", "/metrics").data.decode().splitlines()
+    return {name: float(value) for name, value in (row.rsplit(" ", 1) for row in rows if row and not row.startswith("#"))}
+
+
 def assert_problem(response, status: int, kind: str) -> dict:
     assert response.status == status, response.data[:300]
     assert response.headers["content-type"] == PROBLEM

@@ -7,14 +7,8 @@ from __future__ import annotations
 import json
 
 from perf.chaos.versions import perturbed_export
-from tests.served.doors import call, running_door
+from tests.served.doors import call, metrics, running_door
 from tests.served.reliability import own_server, wait_for
-
-
-def metrics(door) -> dict[str, float]:
-    """The door's samples by name and labels, e.g. `door_canary_runs_total{result="ok"}`."""
-    rows = call(door, "GET", "/metrics").data.decode().splitlines()
-    return {name: float(value) for name, value in (row.rsplit(" ", 1) for row in rows if row and not row.startswith("#"))}
 
 
 def test_the_exports_golden_set_passes_on_the_served_model_at_start_and_every_interval(server, tmp_path, radar_artifacts):

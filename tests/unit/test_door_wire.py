@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import numpy as np
 import tritonclient.grpc as grpcclient
+from tritonclient.grpc import service_pb2
 from tritonclient.grpc._utils import _get_inference_request
 
 from door import wire
+from door.shared_memory import Placed
 
 
-def tritonclients(model, arrays, datatypes, outputs, request_id, parameters) -> bytes:
+def tritonclients(model, arrays, datatypes, outputs, request_id, parameters, placed=None) -> bytes:
     inputs = []
     for name, array in arrays.items():
         tensor = grpcclient.InferInput(name, list(array.shape), datatypes[name])
-        tensor.set_data_from_numpy(array)
+        if placed and name in placed:
+            tensor.set_shared_memory(placed[name].region, placed[name].size, placed[name].offset)
+        else:
+            tensor.set_data_from_numpy(array)
         inputs.append(tensor)
     return _get_inference_request(
         model_name=model,
@@ -49,3 +54,13 @@ def test_a_tensor_that_views_a_whole_body_goes_as_the_body_itself():
     body = np.arange(24, dtype="<f4").tobytes()
     assert wire.content(np.frombuffer(body, dtype="<f4").reshape(2, 3, 4)[np.newaxis], "FP32") is body
     assert wire.content(np.frombuffer(body, dtype="<f4")[:6], "FP32") == body[:24]  # a part of it is copied
+
+
+def test_tensors_in_shared_memory_are_named_by_region_as_tritonclient_names_them():
+    arrays = {name: np.arange(6, dtype="<f4").reshape(2, 3) for name in ("A", "B", "C")}
+    datatypes = dict.fromkeys(arrays, "FP32")
+    for placed in ({"B": Placed("kit-door-1-ab", 4096, 24, 1)}, {"A": Placed("r", 0, 24, 1), "C": Placed("r", 64, 24, 1)}):
+        ours = wire.request("m", arrays, datatypes, ("P",), "id", None, placed)
+        assert len(ours.raw_input_contents) == len(arrays) - len(placed)  # the others' contents, in order
+        theirs = service_pb2.ModelInferRequest.FromString(tritonclients("m", arrays, datatypes, ("P",), "id", None, placed))
+        assert ours == theirs  # as messages: a map's entries may be serialized in either order
