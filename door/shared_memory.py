@@ -32,6 +32,7 @@ SHM_DIR = Path("/dev/shm")
 PREFIX = "kit-door-"  # a worker's region: kit-door-PID-RANDOM
 SMALLEST = 64 << 10  # bytes: a smaller tensor goes in the message, where its copy costs less than an extent's keeping
 ALIGN = 64  # each extent starts on a cache line
+ADMIN_TIMEOUT = 5.0  # seconds for a (un)registration: a door stopping beside a dead Triton does not wait on it
 LOST = "Unable to find shared memory region"  # Triton's refusal of a request that names a region it does not hold
 log = logging.getLogger("door.shared_memory")
 
@@ -107,7 +108,9 @@ class SharedInputs:
 
     async def register(self, client: grpcaio.InferenceServerClient) -> bool:
         try:
-            await client.register_system_shared_memory(self.name, f"/{self.name}", self.size, headers=self.headers)
+            await client.register_system_shared_memory(
+                self.name, f"/{self.name}", self.size, headers=self.headers, client_timeout=ADMIN_TIMEOUT
+            )
         except InferenceServerException as exc:
             log.warning("Triton did not map the door's shared memory (%s): tensors go in the gRPC message", exc.message())
             self.registered = False
@@ -149,13 +152,13 @@ class SharedInputs:
         async with self.lock:
             if self.registered and max(spot.registration for spot in placed.values()) == self.registration:
                 with contextlib.suppress(InferenceServerException):
-                    await client.unregister_system_shared_memory(self.name, headers=self.headers)
+                    await client.unregister_system_shared_memory(self.name, headers=self.headers, client_timeout=ADMIN_TIMEOUT)
                 await self.register(client)
 
     async def close(self, client: grpcaio.InferenceServerClient | None) -> None:
         if self.registered and client is not None:
             with contextlib.suppress(InferenceServerException):
-                await client.unregister_system_shared_memory(self.name, headers=self.headers)
+                await client.unregister_system_shared_memory(self.name, headers=self.headers, client_timeout=ADMIN_TIMEOUT)
         self.registered = False
         self.release_region()
 
