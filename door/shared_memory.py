@@ -7,7 +7,8 @@ request names where it lies. Where Triton cannot map the region (it runs on anot
 refuses the registration), the worker says so once in its log and sends every tensor in the message, as before.
 
 The region is a file under /dev/shm of the worker's own, mode 0600, its space reserved when made (a full /dev/shm is
-refused then, not met later as SIGBUS). It stays until the worker closes, so a Triton that restarts (and forgets its
+refused then, not met later as SIGBUS); it is not made where /dev/shm is small (a container's 64 MB), which Triton's
+Python stubs need. It stays until the worker closes, so a Triton that restarts (and forgets its
 registrations) can map it again; a worker that died leaves its file behind, which the next worker to start removes.
 """
 
@@ -21,6 +22,7 @@ import logging
 import mmap
 import os
 import secrets
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,6 +34,7 @@ SHM_DIR = Path("/dev/shm")
 PREFIX = "kit-door-"  # a worker's region: kit-door-PID-RANDOM
 SMALLEST = 64 << 10  # bytes: a smaller tensor goes in the message, where its copy costs less than an extent's keeping
 ALIGN = 64  # each extent starts on a cache line
+SPARE = 4  # /dev/shm must have this many times the region free: the rest is Triton's Python stubs', which grow into it
 ADMIN_TIMEOUT = 5.0  # seconds for a (un)registration: a door stopping beside a dead Triton does not wait on it
 LOST = "Unable to find shared memory region"  # Triton's refusal of a request that names a region it does not hold
 log = logging.getLogger("door.shared_memory")
@@ -97,6 +100,16 @@ class SharedInputs:
         if not self.size:
             return
         remove_orphans()
+        free = shutil.disk_usage(SHM_DIR).free
+        if free < SPARE * self.size:
+            log.warning(
+                "/dev/shm has %d MiB free, less than %d x the door's %d MiB (--shared-memory-mb): it is left to Triton, "
+                "and tensors go in the gRPC message",
+                free >> 20,
+                SPARE,
+                self.size >> 20,
+            )
+            return
         try:
             self.memory = region(SHM_DIR / self.name, self.size)
         except OSError as exc:

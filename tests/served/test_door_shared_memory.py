@@ -5,6 +5,7 @@ admin key the door lacks, as a remote one cannot map it) gets every tensor in th
 
 from __future__ import annotations
 
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -98,6 +99,20 @@ def test_what_does_not_fit_goes_in_the_message_and_a_bad_image_fails_alone(serve
         assert counts(door) == (shared + 3, message)
     assert not mine & regions(grpc_client)  # a door that stops unregisters its region and removes the file
     assert not (SHM_DIR / next(iter(mine))).exists()
+
+
+def test_a_small_dev_shm_is_left_to_triton(server, tmp_path):
+    """A region that would take more than a quarter of /dev/shm's free space (a container's is 64 MB) is not made:
+    Triton's Python stubs grow into it."""
+    too_much = str(shutil.disk_usage(SHM_DIR).free // (3 << 20))  # MiB: a third of what is free
+    with running_door(server.options.grpc_url, tmp_path / "door.log", env={"DOOR_SHARED_MEMORY_MB": too_much}) as door:
+        pixels = image(224, 6)
+        np.testing.assert_allclose(
+            DoorClient(door.url).resnet50(pixels), tritons(server.options.grpc_url, pixels), rtol=1e-4, atol=1e-7
+        )
+        assert counts(door) == (0.0, 1.0)
+        assert "it is left to Triton" in door.log.read_text()
+        assert not list(SHM_DIR.glob(f"{PREFIX}{door.process.pid}-*"))
 
 
 @pytest.fixture(scope="module")
