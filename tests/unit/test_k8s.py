@@ -87,7 +87,9 @@ def test_only_the_door_is_exposed_and_tritons_admin_apis_need_a_key(overlay):
         (arg,) = [a for a in triton["args"] if a.startswith(flag)]
         apis, key = arg.removeprefix(flag).split(":")
         assert set(apis.split(",")) == set(ADMIN_APIS) and key == "triton-admin-key=$(TRITON_ADMIN_KEY)"
-    assert any(e["name"] == "TRITON_ADMIN_KEY" and e["valueFrom"]["secretKeyRef"] for e in triton["env"])
+    (key_ref,) = [e["valueFrom"]["secretKeyRef"] for e in triton["env"] if e["name"] == "TRITON_ADMIN_KEY"]
+    door_env = {e["name"]: e.get("valueFrom", {}).get("secretKeyRef") for e in containers(objects)["door"]["env"]}
+    assert door_env["DOOR_TRITON_ADMIN_KEY"] == key_ref, "the door reads Triton's model index, an admin API, with its key"
     assert "--model-control-mode=explicit" in triton["args"] and "--load-model=*" in triton["args"]
     assert containers(objects)["door"]["args"][:2] == ["--triton", "127.0.0.1:8001"], "the door reaches Triton on loopback"
     ingress = objects["NetworkPolicy"]["spec"]["ingress"]
