@@ -22,6 +22,7 @@ from kit.adapters.settings import PipelineSettings, PixelClassifierSettings, Tex
 from kit.control.configs import SOURCE, RepositoryError, copy_config, parameters, set_parameter
 from kit.control.specs import DOOR_ANSWER, DOOR_ANSWERS, DOOR_ROUTE, TENSORS, read_spec
 from kit.control.tasks import shipped_models
+from kit.server.runtime import GRPC_ADMIN_HEADER
 from kit.server.serve import door_key
 from tests.fake_proc import fake_process
 from tests.profiles import configs as built_configs
@@ -299,6 +300,11 @@ def test_every_door_setting_is_a_flag_and_an_environment_variable_and_the_flag_w
             assert str(getattr(given, field.name)).strip("(),'") in (value, f"{value}.0"), field.name
     with pytest.raises(SettingsError, match="triton timeout"):
         settings_from(parse_args(["--triton-timeout", "0"], {}), {})
+    with pytest.raises(SettingsError, match="shared memory mb must be 0"):
+        settings_from(parse_args(["--shared-memory-mb", "-1"], {}), {})
+    assert settings_from(parse_args(["--shared-memory-mb", "0"], {}), {}).admin_headers is None  # 0: off, allowed
+    keyed = settings_from(parse_args([], {"DOOR_TRITON_ADMIN_KEY": "k"}), {})
+    assert keyed.admin_headers == {GRPC_ADMIN_HEADER: "k"}
     assert settings_from(parse_args([], {"DOOR_NO_API_KEYS": "yes", "DOOR_HOST": "0.0.0.0"}), {}).api_keys == frozenset()
 
 
