@@ -164,16 +164,19 @@ class SharedInputs:
         """Register the region again after Triton lost it, once for all the requests that found it lost."""
         async with self.lock:
             if self.registered and max(spot.registration for spot in placed.values()) == self.registration:
-                with contextlib.suppress(InferenceServerException):
-                    await client.unregister_system_shared_memory(self.name, headers=self.headers, client_timeout=ADMIN_TIMEOUT)
+                await self.unregister(client)
                 await self.register(client)
 
     async def close(self, client: grpcaio.InferenceServerClient | None) -> None:
         if self.registered and client is not None:
-            with contextlib.suppress(InferenceServerException):
-                await client.unregister_system_shared_memory(self.name, headers=self.headers, client_timeout=ADMIN_TIMEOUT)
+            await self.unregister(client)
         self.registered = False
         self.release_region()
+
+    async def unregister(self, client: grpcaio.InferenceServerClient) -> None:
+        """Triton forgets the region; one that has already (restarted, or gone) is no error."""
+        with contextlib.suppress(InferenceServerException):
+            await client.unregister_system_shared_memory(self.name, headers=self.headers, client_timeout=ADMIN_TIMEOUT)
 
     def release_region(self) -> None:
         if self.memory is not None:
