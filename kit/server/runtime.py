@@ -339,7 +339,9 @@ class TritonServer:
             if self.process.poll() is not None:
                 raise ServerError(f"tritonserver exited with code {self.process.returncode}{self._log_hint()}")
             self.stubs = self.current_stubs()
-            if self.is_ready():
+            # Triton starts its metrics service a moment after the HTTP one: ready is when both answer, so that a
+            # caller's first scrape is not refused.
+            if self.is_ready() and answers_ok(self.options.metrics_url):
                 return
             time.sleep(0.25)
         self.stop()
