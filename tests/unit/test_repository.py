@@ -206,11 +206,13 @@ def test_a_model_update_started_while_the_server_restarts_waits_for_it(tmp_path,
 
 def test_a_shipped_spec_whose_export_folder_is_missing_names_the_export_step(tmp_path, radar_artifacts):
     """radar.toml's `source` is its export's folder in the artifacts folder: one the export did not write stops the
-    build with what to run."""
+    build with what to run. (Not `radar-large`: `make perf` exports that one into the same artifacts folder.)"""
+    missing = "radar-never-exported"
+    assert not (radar_artifacts.parent / missing).exists()
     source = shutil.copytree(SOURCE, tmp_path / "source", ignore=shutil.ignore_patterns("__pycache__"))
     spec = (source / "radar.toml").read_text()
-    (source / "radar.toml").write_text(spec.replace('source = "radar"', 'source = "radar-large"'))
-    with pytest.raises(RepositoryError, match=r"radar-large.*make export"):
+    (source / "radar.toml").write_text(spec.replace('source = "radar"', f'source = "{missing}"'))
+    with pytest.raises(RepositoryError, match=rf"{missing}.*make export"):
         plan("cpu", {}, radar_artifacts.parent, source)
 
 
