@@ -173,9 +173,10 @@ def http_answer(server: TritonServer, method: str, path: str, headers: dict, bod
             response = connection.getresponse()
             return response, response.read()
         except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as exc:
-            if attempt == attempts - 1 and len(f"{method} {path} HTTP/1.1\r\n") > READ_BYTES:
-                return None
-            if attempt == attempts - 1:  # the case and the server's state, so that a run that hits this can be replayed
+            if attempt == attempts - 1:
+                if len(f"{method} {path} HTTP/1.1\r\n") > READ_BYTES:
+                    return None
+                # the case and the server's state, so that a run that hits this can be replayed
                 log = server.log_path.read_text(errors="replace").splitlines()[-20:]
                 raise AssertionError(
                     f"no answer to {method} {path} {headers} {body[:200]!r}: {exc!r}; server exit code "
