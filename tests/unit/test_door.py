@@ -302,7 +302,8 @@ def test_every_door_setting_is_a_flag_and_an_environment_variable_and_the_flag_w
         settings_from(parse_args(["--triton-timeout", "0"], {}), {})
     with pytest.raises(SettingsError, match="shared memory mb must be 0"):
         settings_from(parse_args(["--shared-memory-mb", "-1"], {}), {})
-    assert settings_from(parse_args(["--shared-memory-mb", "0"], {}), {}).admin_headers is None  # 0: off, allowed
+    off = settings_from(parse_args(["--shared-memory-mb", "0"], {}), {})  # 0: off, allowed
+    assert off.shared_memory_mb == 0 and off.admin_headers is None  # without a key, no admin header
     keyed = settings_from(parse_args([], {"DOOR_TRITON_ADMIN_KEY": "k"}), {})
     assert keyed.admin_headers == {GRPC_ADMIN_HEADER: "k"}
     assert settings_from(parse_args([], {"DOOR_NO_API_KEYS": "yes", "DOOR_HOST": "0.0.0.0"}), {}).api_keys == frozenset()
