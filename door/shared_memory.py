@@ -174,7 +174,7 @@ class SharedInputs:
         self.release_region()
 
     async def unregister(self, client: grpcaio.InferenceServerClient) -> None:
-        """Triton forgets the region; one that has already (restarted, or gone) is no error."""
+        """Triton forgets the region; a Triton that already has (restarted, or gone) is no error."""
         with contextlib.suppress(InferenceServerException):
             await client.unregister_system_shared_memory(self.name, headers=self.headers, client_timeout=ADMIN_TIMEOUT)
 
